@@ -1,0 +1,324 @@
+package planexec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shopspring/decimal"
+)
+
+// Level is how much autonomy a grant gives an action class.
+type Level string
+
+// Grant levels.
+const (
+	// LevelAskAlways sends every step of the class to a person.
+	LevelAskAlways Level = "ask_always"
+	// LevelActWithinLimits acts without asking while the grant's ceiling
+	// holds, and asks a person past it.
+	LevelActWithinLimits Level = "act_within_limits"
+	// LevelActAndReport acts without asking within the ceiling and reports
+	// each act (an AUTONOMY_ACTED event) for review after the fact.
+	LevelActAndReport Level = "act_and_report"
+)
+
+// Verdict is the ladder's decision for one step.
+type Verdict string
+
+// Verdicts.
+const (
+	Act      Verdict = "ACT"      // proceed under the grant
+	Escalate Verdict = "ESCALATE" // ask the approval gate
+	Refuse   Verdict = "REFUSE"   // refuse: *AutonomyRefusedError, nothing runs
+)
+
+// ActionClass groups tools whose effects are alike ("refunds", "bookings") so
+// grants can be given per class.
+type ActionClass struct {
+	Name  string
+	Tools []string
+	// Amount names the top-level argument holding the amount a ceiling counts
+	// (a decimal). Empty: steps of the class carry no amount.
+	Amount string
+	// Currency names the top-level argument holding the currency code.
+	// Empty: amounts are taken to be in the ceiling's currency.
+	Currency string
+}
+
+// Grant gives a tenant (and optionally one user) a level of autonomy over an
+// action class.
+type Grant struct {
+	ID     string
+	Tenant string
+	// SubTenants extends the grant to tenants below Tenant: "acme" covers
+	// "acme/eu" and "acme/eu/fr".
+	SubTenants bool
+	Class      string
+	Level      Level
+	// User limits the grant to one user; empty covers every user.
+	User string
+	// Expires ends the grant; zero never expires.
+	Expires time.Time
+	// Ceiling bounds what the grant lets through without a person; nil
+	// places no bound.
+	Ceiling *Ceiling
+}
+
+// Ceiling bounds the amounts a grant covers: the sum of amounts acted on
+// within Window (and within one plan) may not pass Amount.
+type Ceiling struct {
+	Amount   decimal.Decimal
+	Currency string
+	// Window is the rolling period acts are summed over; zero counts each
+	// plan on its own.
+	Window time.Duration
+}
+
+// AutonomyLadder decides, per step, whether a grant lets the agent act, a
+// person must be asked, or the step is refused. Steps of tools in no action
+// class are decided by their contract (irreversible) and the agent's
+// ApprovalRequired list instead.
+//
+// A ladder is safe for concurrent use and may be shared by executors; grants
+// can be added and revoked while plans run, and are checked again just before
+// each step runs.
+type AutonomyLadder struct {
+	mu      sync.Mutex
+	classes map[string]*ActionClass // by name
+	byTool  map[string]*ActionClass
+	grants  map[string]*Grant
+	spent   map[string][]spend // by grant id, within the window
+	now     func() time.Time
+}
+
+type spend struct {
+	at     time.Time
+	amount decimal.Decimal
+}
+
+// NewAutonomyLadder builds a ladder over classes. A tool in two classes, or a
+// class without a name, is a *ConfigurationError.
+func NewAutonomyLadder(classes ...ActionClass) (*AutonomyLadder, error) {
+	l := &AutonomyLadder{
+		classes: map[string]*ActionClass{},
+		byTool:  map[string]*ActionClass{},
+		grants:  map[string]*Grant{},
+		spent:   map[string][]spend{},
+		now:     time.Now,
+	}
+	for i := range classes {
+		c := classes[i]
+		if c.Name == "" {
+			return nil, &ConfigurationError{Problem: "an action class needs a name"}
+		}
+		if _, dup := l.classes[c.Name]; dup {
+			return nil, &ConfigurationError{Problem: fmt.Sprintf("action class %q is declared twice", c.Name)}
+		}
+		l.classes[c.Name] = &c
+		for _, t := range c.Tools {
+			if other, dup := l.byTool[t]; dup {
+				return nil, &ConfigurationError{Tool: t, Problem: fmt.Sprintf("is in two action classes, %q and %q", other.Name, c.Name)}
+			}
+			l.byTool[t] = &c
+		}
+	}
+	return l, nil
+}
+
+// Grant adds or replaces a grant (by ID).
+func (l *AutonomyLadder) Grant(g Grant) error {
+	if g.ID == "" {
+		return &ConfigurationError{Problem: "a grant needs an id"}
+	}
+	if _, ok := l.classes[g.Class]; !ok {
+		return &ConfigurationError{Problem: fmt.Sprintf("grant %q names unknown action class %q", g.ID, g.Class)}
+	}
+	switch g.Level {
+	case LevelAskAlways, LevelActWithinLimits, LevelActAndReport:
+	default:
+		return &ConfigurationError{Problem: fmt.Sprintf("grant %q has unknown level %q", g.ID, g.Level)}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.grants[g.ID] = &g
+	return nil
+}
+
+// Revoke withdraws a grant. A step cleared under it that has not started yet
+// will not start. It reports whether the grant existed.
+func (l *AutonomyLadder) Revoke(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.grants[id]
+	delete(l.grants, id)
+	delete(l.spent, id)
+	return ok
+}
+
+// Classify returns the action class of tool, if any.
+func (l *AutonomyLadder) Classify(tool string) (ActionClass, bool) {
+	c, ok := l.byTool[tool]
+	if !ok {
+		return ActionClass{}, false
+	}
+	return *c, true
+}
+
+// ladderDecision is the ladder's verdict for one step.
+type ladderDecision struct {
+	verdict Verdict
+	class   string
+	grant   *Grant
+	amount  decimal.Decimal // what counts against the grant's ceiling
+	why     string
+}
+
+// decide rules on one step. inPlan holds what earlier steps of the same plan
+// already put against each grant, so ceilings are cumulative within a plan.
+func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan map[string]decimal.Decimal) ladderDecision {
+	c := l.byTool[tool]
+	d := ladderDecision{class: c.Name}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	g := l.grantFor(tenant, user, c.Name, now)
+	if g == nil {
+		d.verdict, d.why = Refuse, fmt.Sprintf("no live grant for class %q", c.Name)
+		return d
+	}
+	d.grant = g
+	if g.Level == LevelAskAlways {
+		d.verdict, d.why = Escalate, "the grant says ask always"
+		return d
+	}
+	if g.Ceiling == nil {
+		d.verdict = Act
+		return d
+	}
+	amount, currency, why := amountOf(c, args)
+	if why != "" {
+		d.verdict, d.why = Escalate, why
+		return d
+	}
+	if amount.IsNegative() {
+		d.verdict, d.why = Escalate, "the amount is negative"
+		return d
+	}
+	if currency != "" && !strings.EqualFold(currency, g.Ceiling.Currency) {
+		d.verdict, d.why = Escalate, fmt.Sprintf("amount is not in the ceiling's currency %s", g.Ceiling.Currency)
+		return d
+	}
+	total := l.spentWithin(g, now).Add(inPlan[g.ID]).Add(amount)
+	if total.GreaterThan(g.Ceiling.Amount) {
+		d.verdict, d.why = Escalate, fmt.Sprintf("over the ceiling of %s %s", g.Ceiling.Amount, g.Ceiling.Currency)
+		return d
+	}
+	d.verdict, d.amount = Act, amount
+	return d
+}
+
+// commit re-checks a grant just before its step runs, and counts the step's
+// amount against the grant's window. It fails if the grant was revoked or
+// expired, or if other plans used up the headroom since clearance.
+func (l *AutonomyLadder) commit(grantID string, amount decimal.Decimal) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.grants[grantID]
+	if !ok {
+		return fmt.Errorf("grant %q was revoked", grantID)
+	}
+	now := l.now()
+	if !g.Expires.IsZero() && !now.Before(g.Expires) {
+		return fmt.Errorf("grant %q expired", grantID)
+	}
+	if g.Ceiling == nil {
+		return nil
+	}
+	if g.Ceiling.Window > 0 {
+		if l.spentWithin(g, now).Add(amount).GreaterThan(g.Ceiling.Amount) {
+			return fmt.Errorf("grant %q has no headroom left within its window", grantID)
+		}
+		l.spent[grantID] = append(l.spent[grantID], spend{at: now, amount: amount})
+	}
+	return nil
+}
+
+// spentWithin sums what was acted on under g within its window, dropping what
+// fell out of it. Callers hold l.mu.
+func (l *AutonomyLadder) spentWithin(g *Grant, now time.Time) decimal.Decimal {
+	if g.Ceiling == nil || g.Ceiling.Window <= 0 {
+		return decimal.Zero
+	}
+	kept := l.spent[g.ID][:0]
+	total := decimal.Zero
+	for _, s := range l.spent[g.ID] {
+		if now.Sub(s.at) < g.Ceiling.Window {
+			kept = append(kept, s)
+			total = total.Add(s.amount)
+		}
+	}
+	l.spent[g.ID] = kept
+	return total
+}
+
+// grantFor picks the most specific live grant: the tenant's own before an
+// ancestor's, a user's own before one for every user. Callers hold l.mu.
+func (l *AutonomyLadder) grantFor(tenant, user, class string, now time.Time) *Grant {
+	var best *Grant
+	bestScore := -1
+	for _, g := range l.grants {
+		if g.Class != class || (!g.Expires.IsZero() && !now.Before(g.Expires)) {
+			continue
+		}
+		if g.User != "" && g.User != user {
+			continue
+		}
+		score := 0
+		switch {
+		case g.Tenant == tenant:
+			score = 2 + len(g.Tenant)
+		case g.SubTenants && strings.HasPrefix(tenant, g.Tenant+"/"):
+			score = 1 + len(g.Tenant)
+		default:
+			continue
+		}
+		score *= 2
+		if g.User != "" {
+			score++
+		}
+		if score > bestScore || (score == bestScore && g.ID < best.ID) {
+			best, bestScore = g, score
+		}
+	}
+	return best
+}
+
+// amountOf reads a step's amount and currency from its canonical arguments.
+func amountOf(c *ActionClass, args []byte) (amount decimal.Decimal, currency, why string) {
+	if c.Amount == "" {
+		return decimal.Zero, "", ""
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil {
+		return decimal.Zero, "", "arguments carry no readable amount"
+	}
+	raw, ok := m[c.Amount]
+	if !ok || string(raw) == "null" {
+		return decimal.Zero, "", fmt.Sprintf("argument %q holds no amount", c.Amount)
+	}
+	// Decimals render as JSON strings, other numbers as numbers: take both.
+	s := strings.Trim(string(raw), `"`)
+	amount, err := decimal.NewFromString(s)
+	if err != nil {
+		return decimal.Zero, "", fmt.Sprintf("argument %q is not an amount", c.Amount)
+	}
+	if c.Currency != "" {
+		if err := json.Unmarshal(m[c.Currency], &currency); err != nil || currency == "" {
+			return decimal.Zero, "", fmt.Sprintf("argument %q holds no currency", c.Currency)
+		}
+	}
+	return amount, currency, ""
+}

@@ -1,0 +1,358 @@
+package planexec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
+	"github.com/invopop/jsonschema"
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec/internal/canonjson"
+	"github.com/planexec/planexec/internal/strictjson"
+)
+
+// Contract says what one tool takes, as a Go type, and whether its effect can
+// be undone. Every tool an agent may call needs one: a tool without a contract
+// is a step nothing could have checked.
+//
+// The JSON Schema the model sees is generated from the same type, and value
+// rules come from its `validate:` tags (go-playground/validator): one source of
+// truth. Decoding is strict: an unknown key, a key that differs only in case, a
+// duplicate key, a missing required key (one without omitempty), a wrong JSON
+// type or a failed rule refuses the step. Nothing is coerced, trimmed or
+// dropped. decimal.Decimal fields take JSON numbers exactly.
+//
+// A Contract is immutable and safe to share between executors.
+type Contract struct {
+	tool         string
+	irreversible bool
+	keyArgs      []string
+	typ          reflect.Type
+	dec          *strictjson.Decoder
+	schema       json.RawMessage
+	newValue     func() any // a pointer to a new zero value of the type
+	deref        func(any) any
+}
+
+// ContractOption configures a contract.
+type ContractOption func(*Contract)
+
+// Irreversible marks a tool whose effect cannot be undone (a booking, a
+// payment). Its steps are cleared by a person or a grant before any step runs,
+// and a failure that does not wrap ErrNotApplied leaves the step in doubt.
+func Irreversible() ContractOption { return func(c *Contract) { c.irreversible = true } }
+
+// KeyArguments names the top-level arguments that identify the effect, when
+// only some do (an order id, not the note attached to it). The idempotency key
+// digests only these. A step missing one is refused with ReasonArguments:
+// there is never a silent run without a key.
+func KeyArguments(names ...string) ContractOption {
+	return func(c *Contract) { c.keyArgs = append(c.keyArgs, names...) }
+}
+
+// NewContract declares the contract of tool: its arguments are a T, a struct.
+// It returns a *ConfigurationError if T cannot be decoded strictly (an
+// interface field, a map with non-string keys, a channel) or a key argument
+// names no field of T.
+func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) {
+	c := &Contract{
+		tool:     tool,
+		typ:      reflect.TypeFor[T](),
+		newValue: func() any { return new(T) },
+		deref:    func(p any) any { return *p.(*T) },
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if tool == "" {
+		return nil, &ConfigurationError{Problem: "a contract needs a tool name"}
+	}
+	if c.typ.Kind() != reflect.Struct {
+		return nil, &ConfigurationError{Tool: tool, Problem: fmt.Sprintf("arguments are a JSON object, so the contract type must be a struct, not %s", c.typ)}
+	}
+	dec, err := strictjson.For(c.typ)
+	if err != nil {
+		return nil, &ConfigurationError{Tool: tool, Problem: err.Error()}
+	}
+	c.dec = dec
+	fields := topLevelFields(c.typ)
+	for _, k := range c.keyArgs {
+		if !slices.Contains(fields, k) {
+			return nil, &ConfigurationError{Tool: tool, Problem: fmt.Sprintf("key argument %q is not an argument of %s", k, c.typ)}
+		}
+	}
+	if c.schema, err = strictSchema(c.typ); err != nil {
+		return nil, &ConfigurationError{Tool: tool, Problem: "cannot generate its JSON Schema: " + err.Error()}
+	}
+	return c, nil
+}
+
+// MustContract is NewContract for package-level declarations: it panics on
+// error.
+func MustContract[T any](tool string, opts ...ContractOption) *Contract {
+	c, err := NewContract[T](tool, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Tool is the name of the tool the contract is for.
+func (c *Contract) Tool() string { return c.tool }
+
+// Irreversible reports whether the tool's effect cannot be undone.
+func (c *Contract) Irreversible() bool { return c.irreversible }
+
+// KeyArguments are the arguments the idempotency key digests; nil means all.
+func (c *Contract) KeyArguments() []string { return slices.Clone(c.keyArgs) }
+
+// ArgumentType is the Go type the tool is called with.
+func (c *Contract) ArgumentType() reflect.Type { return c.typ }
+
+// Schema is the JSON Schema of the arguments, strict-mode ready: every
+// property is listed as required (optional ones accept null) and no object
+// allows additional properties. The slice is shared: do not modify it.
+func (c *Contract) Schema() json.RawMessage { return c.schema }
+
+// decoded is one step's arguments after its contract accepted them.
+type decoded struct {
+	value     any    // the T the tool is called with
+	canonical []byte // canonical JSON of value
+	keyJSON   []byte // canonical JSON of what the idempotency key digests
+}
+
+// decode checks raw strictly, runs the validate rules, and renders the
+// canonical forms digests use.
+func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation) {
+	ptr := c.newValue()
+	if vs := c.dec.Decode(raw, ptr, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes}); vs != nil {
+		return decoded{}, violations(vs)
+	}
+	if vs := ruleViolations(validate.Struct(ptr)); vs != nil {
+		return decoded{}, vs
+	}
+	canon, err := canonjson.Marshal(ptr)
+	if err != nil {
+		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
+	}
+	d := decoded{value: c.deref(ptr), canonical: canon, keyJSON: canon}
+	if len(c.keyArgs) > 0 {
+		var whole map[string]json.RawMessage
+		if err := json.Unmarshal(canon, &whole); err != nil {
+			return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
+		}
+		picked := make(map[string]json.RawMessage, len(c.keyArgs))
+		var missing []Violation
+		for _, k := range c.keyArgs {
+			v, ok := whole[k]
+			if !ok || bytes.Equal(v, []byte("null")) {
+				missing = append(missing, Violation{Path: "/" + escapePointer(k), Problem: "key argument missing: the step would run without an idempotency key"})
+				continue
+			}
+			picked[k] = v
+		}
+		if missing != nil {
+			return decoded{}, missing
+		}
+		if d.keyJSON, err = canonjson.Marshal(picked); err != nil {
+			return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
+		}
+	}
+	return d, nil
+}
+
+// validate is shared: it caches struct metadata and is safe for concurrent use.
+var validate = func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(func(f reflect.StructField) string {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			return ""
+		}
+		if name == "" {
+			return f.Name
+		}
+		return name
+	})
+	return v
+}()
+
+// ruleViolations turns validator errors into JSON Pointer violations. The
+// value that failed is never included: it came from the model.
+func ruleViolations(err error) []Violation {
+	if err == nil {
+		return nil
+	}
+	var ves validator.ValidationErrors
+	if !errors.As(err, &ves) {
+		return []Violation{{Problem: "cannot be validated"}}
+	}
+	out := make([]Violation, 0, len(ves))
+	for _, fe := range ves {
+		rule := fe.Tag()
+		if fe.Param() != "" {
+			rule += "=" + fe.Param()
+		}
+		out = append(out, Violation{Path: namespacePointer(fe.Namespace()), Problem: "fails rule " + rule})
+	}
+	return out
+}
+
+// namespacePointer turns validator's "Booking.passengers[0].name" into the
+// JSON Pointer "/passengers/0/name".
+func namespacePointer(ns string) string {
+	_, rest, ok := strings.Cut(ns, ".")
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	for _, part := range strings.Split(rest, ".") {
+		name, idx, _ := strings.Cut(part, "[")
+		b.WriteByte('/')
+		b.WriteString(escapePointer(name))
+		for idx != "" {
+			var seg string
+			seg, idx, _ = strings.Cut(idx, "]")
+			b.WriteByte('/')
+			b.WriteString(escapePointer(seg))
+			idx = strings.TrimPrefix(idx, "[")
+		}
+	}
+	return b.String()
+}
+
+func escapePointer(s string) string {
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+// topLevelFields lists the JSON names of a struct's fields, the way
+// encoding/json sees them (embedded structs promoted).
+func topLevelFields(t reflect.Type) []string {
+	var names []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				names = append(names, topLevelFields(ft)...)
+				continue
+			}
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+	}
+	return names
+}
+
+var decimalType = reflect.TypeFor[decimal.Decimal]()
+
+// strictSchema generates the JSON Schema of t with invopop/jsonschema and
+// makes it strict-mode ready.
+func strictSchema(t reflect.Type) (json.RawMessage, error) {
+	r := &jsonschema.Reflector{
+		Anonymous:      true,
+		DoNotReference: !recursive(t, map[reflect.Type]bool{}),
+		ExpandedStruct: true,
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if t == decimalType {
+				return &jsonschema.Schema{Type: "number"}
+			}
+			return nil
+		},
+	}
+	s := r.ReflectFromType(t)
+	s.Version = ""
+	seen := map[*jsonschema.Schema]bool{}
+	strictify(s, seen)
+	for _, d := range s.Definitions {
+		strictify(d, seen)
+	}
+	return json.Marshal(s)
+}
+
+// strictify lists every property as required and lets the optional ones be
+// null, which is how strict structured-output modes express "optional". It
+// matches the decoder: an optional field may be absent or null.
+func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) {
+	if s == nil || seen[s] {
+		return
+	}
+	seen[s] = true
+	if s.Properties != nil {
+		required := map[string]bool{}
+		for _, r := range s.Required {
+			required[r] = true
+		}
+		all := make([]string, 0, s.Properties.Len())
+		for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
+			all = append(all, pair.Key)
+			strictify(pair.Value, seen)
+			if !required[pair.Key] {
+				pair.Value = &jsonschema.Schema{
+					Description: pair.Value.Description,
+					AnyOf:       []*jsonschema.Schema{pair.Value, {Type: "null"}},
+				}
+				s.Properties.Set(pair.Key, pair.Value)
+			}
+		}
+		s.Required = all
+		if s.AdditionalProperties == nil {
+			s.AdditionalProperties = jsonschema.FalseSchema
+		}
+	}
+	strictify(s.Items, seen)
+	for _, sub := range s.AnyOf {
+		strictify(sub, seen)
+	}
+	for _, sub := range s.OneOf {
+		strictify(sub, seen)
+	}
+	for _, sub := range s.AllOf {
+		strictify(sub, seen)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties != jsonschema.FalseSchema && s.AdditionalProperties != jsonschema.TrueSchema {
+		strictify(s.AdditionalProperties, seen)
+	}
+}
+
+// recursive reports whether t refers to itself, in which case the schema must
+// use references instead of inlining.
+func recursive(t reflect.Type, visiting map[reflect.Type]bool) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return recursive(t.Elem(), visiting)
+	case reflect.Struct:
+		if t == decimalType {
+			return false
+		}
+		if visiting[t] {
+			return true
+		}
+		visiting[t] = true
+		defer delete(visiting, t)
+		for i := 0; i < t.NumField(); i++ {
+			if recursive(t.Field(i).Type, visiting) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,312 @@
+package planexec
+
+// The error taxonomy, in one place.
+//
+// Every error planexec returns is one of these, possibly wrapped; ask with
+// errors.As for the type and errors.Is for the sentinels and reasons.
+//
+//   - *PlanValidationError: the plan was refused before anything ran. Its
+//     Reason says why; errors.Is(err, ReasonCycle) and the like work.
+//     Reason "replan" wraps the last refusal.
+//
+//     var pv *planexec.PlanValidationError
+//     if errors.As(err, &pv) { log.Print(pv.Reason, pv.Step, pv.Tool, pv.Violations) }
+//
+//   - *ConfigurationError: the executor or planner was built wrongly (a tool
+//     without a contract, a planner agent holding tools, no gate where a person
+//     must decide, no plan store for Resume). Fix the code, not the input.
+//   - *AutonomyRefusedError: the autonomy ladder refused a step. Nothing ran.
+//   - *ApprovalDeniedError: a person (or an expired decision) did not clear a
+//     step. When it happens during clearance, nothing ran.
+//   - *ApprovalPendingError: a gate answered "pending". The plan is stored;
+//     call Resume once the decision exists.
+//   - *IndeterminateOutcomeError: nobody can say yet whether a step's effect
+//     happened (another holder has it in flight, or an irreversible tool failed
+//     without saying its effect did not land). The step was not run again.
+//   - *StepError: a tool returned an error; it wraps the tool's error.
+//   - *DelegationError: the delegation expired, was revoked, or no longer
+//     covers a tool when a step was about to run.
+//   - ErrNotApplied: wrap it in a tool's error to promise that the effect did
+//     not happen, so an irreversible step may be tried again.
+//   - ErrNoRecord: a store has no record of what was asked.
+//   - ErrFenced: a store refused a write from a holder whose claim was taken over.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// ErrNotApplied, wrapped in an error a tool returns, promises that the tool's
+// effect did not happen: the request was refused before it reached anything
+// that could act on it. Like database/sql/driver.ErrBadConn, return it only
+// when that is certain. Without it, the failure of an irreversible step leaves
+// its idempotency key in doubt, and the step is not run again.
+var ErrNotApplied = errors.New("planexec: effect not applied")
+
+// ErrNoRecord reports that a store holds no record for the tenant and key or
+// run asked for. One tenant asking for another's run gets this too.
+var ErrNoRecord = errors.New("planexec: no record")
+
+// ErrFenced reports a write from a holder whose claim was since taken over (its
+// epoch is stale). The write is refused so it cannot overwrite the newer one.
+var ErrFenced = errors.New("planexec: claim was taken over by another holder")
+
+// Reason says why a plan was refused. A Reason is also an error, so
+// errors.Is(err, planexec.ReasonCycle) tells whether err is a refusal for a
+// cycle.
+type Reason string
+
+// The reasons a plan is refused, in the order validation checks them.
+const (
+	// ReasonEmpty: the planning run produced no plan at all, or one with no steps.
+	ReasonEmpty Reason = "empty"
+	// ReasonMalformed: the planner's output is not a Plan (not JSON, wrong
+	// shape, unknown fields, a step without a usable id).
+	ReasonMalformed Reason = "malformed"
+	// ReasonTooLong: more steps than Limits.MaxSteps. Refused, never truncated.
+	ReasonTooLong Reason = "too_long"
+	// ReasonDuplicateID: two steps share an id.
+	ReasonDuplicateID Reason = "duplicate_id"
+	// ReasonUnknownTool: the registry has no such tool.
+	ReasonUnknownTool Reason = "unknown_tool"
+	// ReasonNotAllowed: the agent's allowlist or the delegated scope does not
+	// include the tool.
+	ReasonNotAllowed Reason = "not_allowed"
+	// ReasonArguments: an argument is absent, undeclared, of the wrong type or
+	// fails a rule; Violations has the paths.
+	ReasonArguments Reason = "arguments"
+	// ReasonDependency: a step waits on a step nobody planned.
+	ReasonDependency Reason = "dependency"
+	// ReasonCycle: steps wait on each other (or one on itself); Violations
+	// names each step in or behind the loop.
+	ReasonCycle Reason = "cycle"
+	// ReasonReplan: the planner produced an invalid plan more times than
+	// MaxReplans allowed; the error wraps the last refusal.
+	ReasonReplan Reason = "replan"
+)
+
+// Error makes a Reason usable as an errors.Is target.
+func (r Reason) Error() string { return "planexec: plan refused: " + string(r) }
+
+// Violation is one thing wrong with a plan or its arguments, at a JSON Pointer
+// (RFC 6901) path: into a step's arguments for ReasonArguments, into the plan
+// otherwise. Problem never contains a value from the payload.
+type Violation struct {
+	Path    string `json:"path"`
+	Problem string `json:"problem"`
+}
+
+func (v Violation) String() string {
+	p := v.Path
+	if p == "" {
+		p = "(root)"
+	}
+	return p + ": " + v.Problem
+}
+
+// PlanValidationError refuses a whole plan. Nothing ran.
+//
+// Its message names the reason, the step and the tool, and the first
+// violation; it never contains argument values. The raw planner payload rides
+// in Payload for whoever needs to inspect it; keep it out of logs. The error
+// implements slog.LogValuer without the payload.
+type PlanValidationError struct {
+	Reason     Reason
+	Step       string // id of the offending step; "" when the plan as a whole is refused
+	Tool       string
+	Violations []Violation
+	// Payload is the planner's raw output, when the plan came from a planner.
+	Payload []byte
+	// Attempts is how many plans the planner had produced when this was raised.
+	Attempts int
+	RunID    string
+	Tenant   string
+	PlanID   string
+	Revision int
+	// Err is the last refusal, for ReasonReplan.
+	Err error
+}
+
+func (e *PlanValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("planexec: plan refused (")
+	b.WriteString(string(e.Reason))
+	b.WriteString(")")
+	if e.Reason == ReasonReplan {
+		fmt.Fprintf(&b, " after %d attempts", e.Attempts)
+	}
+	if e.Step != "" {
+		fmt.Fprintf(&b, ": step %s", quote(e.Step))
+	}
+	if e.Tool != "" {
+		fmt.Fprintf(&b, " (tool %s)", quote(e.Tool))
+	}
+	if len(e.Violations) > 0 {
+		b.WriteString(": ")
+		b.WriteString(e.Violations[0].String())
+		if n := len(e.Violations) - 1; n > 0 {
+			fmt.Fprintf(&b, " (and %d more)", n)
+		}
+	}
+	if e.Reason == ReasonReplan && e.Err != nil {
+		var last *PlanValidationError
+		if errors.As(e.Err, &last) {
+			fmt.Fprintf(&b, "; last refusal: %s", last.Reason)
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns the last refusal of a ReasonReplan error.
+func (e *PlanValidationError) Unwrap() error { return e.Err }
+
+// Is reports whether target is this error's Reason.
+func (e *PlanValidationError) Is(target error) bool {
+	r, ok := target.(Reason)
+	return ok && r == e.Reason
+}
+
+// LogValue renders the error for slog without the payload.
+func (e *PlanValidationError) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("reason", string(e.Reason)),
+		slog.String("step", e.Step),
+		slog.String("tool", e.Tool),
+		slog.Int("violations", len(e.Violations)),
+		slog.Int("attempts", e.Attempts),
+		slog.String("run_id", e.RunID),
+		slog.String("plan_id", e.PlanID),
+		slog.Int("revision", e.Revision),
+	)
+}
+
+// ConfigurationError reports an executor or planner built in a way that could
+// not be safe. It is returned where the thing is built, not on the run that
+// matters.
+type ConfigurationError struct {
+	Tool    string // the tool concerned, if any
+	Problem string
+}
+
+func (e *ConfigurationError) Error() string {
+	if e.Tool != "" {
+		return fmt.Sprintf("planexec: configuration: tool %s: %s", quote(e.Tool), e.Problem)
+	}
+	return "planexec: configuration: " + e.Problem
+}
+
+// AutonomyRefusedError reports that the autonomy ladder refused a step.
+type AutonomyRefusedError struct {
+	Step, Tool, Class, Tenant string
+	Why                       string
+}
+
+func (e *AutonomyRefusedError) Error() string {
+	return fmt.Sprintf("planexec: autonomy refused step %s (tool %s, class %s) for tenant %s: %s; nothing ran",
+		quote(e.Step), quote(e.Tool), quote(e.Class), quote(e.Tenant), e.Why)
+}
+
+// ApprovalDeniedError reports a step a person did not clear, or whose decision
+// expired or named another record.
+type ApprovalDeniedError struct {
+	Step, Tool string
+	RecordID   string
+	Approver   string
+	Why        string
+}
+
+func (e *ApprovalDeniedError) Error() string {
+	s := fmt.Sprintf("planexec: approval denied for step %s (tool %s)", quote(e.Step), quote(e.Tool))
+	if e.Approver != "" {
+		s += " by " + quote(e.Approver)
+	}
+	if e.Why != "" {
+		s += ": " + e.Why
+	}
+	return s
+}
+
+// ApprovalPendingError reports that a person has yet to decide. The plan is
+// stored; once every decision exists (see Executor.Decide), Resume goes on.
+type ApprovalPendingError struct {
+	RunID, Tenant string
+	Requests      []ApprovalRequest
+}
+
+func (e *ApprovalPendingError) Error() string {
+	steps := make([]string, len(e.Requests))
+	for i, r := range e.Requests {
+		steps[i] = quote(r.StepID)
+	}
+	return fmt.Sprintf("planexec: approval pending for step %s of run %s; the plan is stored: resume it once decided",
+		strings.Join(steps, ", "), quote(e.RunID))
+}
+
+// IndeterminateOutcomeError reports a step whose effect nobody can vouch for
+// yet: another holder has its key in flight, or an irreversible tool failed
+// without saying the effect did not land. The step was not run again. Resolve
+// the key (Executor.Resolve) once the real outcome is known.
+type IndeterminateOutcomeError struct {
+	Step, Tool string
+	Key        Key
+	Holder     string
+	// InDoubt is true when a tool failed and its effect may have landed; false
+	// when the key is merely held in flight by Holder until LeaseExpires.
+	InDoubt      bool
+	LeaseExpires time.Time
+}
+
+func (e *IndeterminateOutcomeError) Error() string {
+	if e.InDoubt {
+		return fmt.Sprintf("planexec: outcome of step %s (tool %s) is in doubt: its effect may have landed; resolve key %s before it can run again",
+			quote(e.Step), quote(e.Tool), e.Key.Digest)
+	}
+	return fmt.Sprintf("planexec: step %s (tool %s) is in flight with holder %s; not run twice",
+		quote(e.Step), quote(e.Tool), quote(e.Holder))
+}
+
+// StepError is a tool's failure, with the step it happened in.
+type StepError struct {
+	Step, Tool string
+	Err        error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("planexec: step %s (tool %s) failed: %v", quote(e.Step), quote(e.Tool), e.Err)
+}
+
+// Unwrap returns the tool's error.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// DelegationError reports a delegation that no longer covers a step when it is
+// about to run: expired, revoked, or narrowed.
+type DelegationError struct {
+	RunID, Step, Tool string
+	Why               string
+	Err               error
+}
+
+func (e *DelegationError) Error() string {
+	return fmt.Sprintf("planexec: delegation of run %s does not cover step %s (tool %s): %s",
+		quote(e.RunID), quote(e.Step), quote(e.Tool), e.Why)
+}
+
+// Unwrap returns the error of a revocation check, if any.
+func (e *DelegationError) Unwrap() error { return e.Err }
+
+// quote renders a model-written name for a message: quoted, and cut short so
+// a hostile name cannot flood a log.
+func quote(s string) string {
+	const max = 64
+	if len(s) > max {
+		cut := max
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		return fmt.Sprintf("%q…", s[:cut])
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,216 @@
+package planexec
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+)
+
+// Key identifies one effect: the digest of the canonical JSON of the tenant,
+// run, tool and validated arguments (or only the contract's key arguments).
+type Key struct {
+	Tenant string
+	Digest string
+}
+
+func (k Key) String() string { return k.Digest }
+
+// ClaimState is what a claim found.
+type ClaimState int
+
+// Claim states.
+const (
+	// ClaimAcquired: the caller holds the key under Epoch and may run the step.
+	ClaimAcquired ClaimState = iota + 1
+	// ClaimCompleted: the effect is recorded; Outcome is what it returned.
+	ClaimCompleted
+	// ClaimHeld: another holder has the key in flight until LeaseExpires.
+	ClaimHeld
+	// ClaimInDoubt: a holder failed (or vanished) in a way that may have left
+	// the effect applied; nobody may run it until it is resolved.
+	ClaimInDoubt
+)
+
+// ClaimRequest asks for a key.
+type ClaimRequest struct {
+	Key    Key
+	RunID  string
+	StepID string
+	Tool   string
+	// Holder names the process or executor claiming (for diagnostics).
+	Holder string
+	// Lease is how long the claim holds without being extended.
+	Lease time.Duration
+	// TakeOver allows taking a key whose holder's lease expired. The
+	// executor sets it for reversible steps only: for an irreversible step an
+	// expired lease is in doubt (ClaimInDoubt).
+	TakeOver bool
+}
+
+// Claim is a store's answer to a ClaimRequest.
+type Claim struct {
+	State ClaimState
+	// Epoch fences the holder's later writes: each acquisition of a key gets
+	// a higher epoch, and writes under an older one fail with ErrFenced.
+	Epoch        int64
+	Outcome      json.RawMessage
+	Holder       string
+	LeaseExpires time.Time
+}
+
+// Resolution settles a key in doubt, once someone knows what happened.
+type Resolution struct {
+	// Applied says the effect happened; Outcome is then recorded as its
+	// result and the step replays it. When false the key is freed and the
+	// step may run again.
+	Applied bool
+	Outcome json.RawMessage
+}
+
+// IdempotencyStore keeps one claim per key, so no effect is done twice. A
+// claim has a holder, a lease and an epoch (a fencing token): a holder that
+// crashed blocks a reversible step only until its lease runs out, and a late
+// write from a holder whose claim was taken over is refused.
+type IdempotencyStore interface {
+	// Claim takes the key, or reports who has it or what it returned.
+	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+	// Extend renews the holder's lease while its tool runs. ErrFenced if
+	// the claim was taken over.
+	Extend(ctx context.Context, key Key, epoch int64, lease time.Duration) error
+	// Complete records the outcome; later claims get ClaimCompleted.
+	// ErrFenced if the claim was taken over.
+	Complete(ctx context.Context, key Key, epoch int64, outcome json.RawMessage) error
+	// Release gives the key up after a failure: freed when the effect did
+	// not happen, kept in doubt (inDoubt) when it may have.
+	Release(ctx context.Context, key Key, epoch int64, inDoubt bool) error
+	// Resolve settles a key in doubt, or one whose holder is gone. It
+	// returns ErrNoRecord if the key was never claimed.
+	Resolve(ctx context.Context, key Key, r Resolution) error
+}
+
+// MemoryIdempotencyStore is an IdempotencyStore in memory, for tests and
+// single-process use. The zero value is ready to use.
+type MemoryIdempotencyStore struct {
+	mu   sync.Mutex
+	keys map[Key]*memClaim
+	now  func() time.Time // for tests; default time.Now
+}
+
+// claimFree marks a key given up; it keeps its epoch so fencing still holds.
+const claimFree ClaimState = 0
+
+type memClaim struct {
+	state   ClaimState
+	epoch   int64
+	holder  string
+	expires time.Time
+	outcome json.RawMessage
+}
+
+func (s *MemoryIdempotencyStore) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// Claim implements IdempotencyStore.
+func (s *MemoryIdempotencyStore) Claim(_ context.Context, req ClaimRequest) (Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.keys == nil {
+		s.keys = map[Key]*memClaim{}
+	}
+	now := s.clock()
+	c, ok := s.keys[req.Key]
+	if !ok {
+		c = &memClaim{}
+		s.keys[req.Key] = c
+	} else {
+		switch c.state {
+		case ClaimCompleted:
+			return Claim{State: ClaimCompleted, Epoch: c.epoch, Outcome: c.outcome}, nil
+		case ClaimInDoubt:
+			return Claim{State: ClaimInDoubt, Epoch: c.epoch, Holder: c.holder}, nil
+		case ClaimAcquired:
+			if now.Before(c.expires) {
+				return Claim{State: ClaimHeld, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+			}
+			if !req.TakeOver {
+				return Claim{State: ClaimInDoubt, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+			}
+		}
+	}
+	c.state, c.holder, c.expires, c.outcome = ClaimAcquired, req.Holder, now.Add(req.Lease), nil
+	c.epoch++
+	return Claim{State: ClaimAcquired, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+}
+
+// held returns the claim if epoch still holds it. Callers hold s.mu.
+func (s *MemoryIdempotencyStore) held(key Key, epoch int64) (*memClaim, error) {
+	c, ok := s.keys[key]
+	if !ok {
+		return nil, ErrNoRecord
+	}
+	if c.epoch != epoch || c.state != ClaimAcquired {
+		return nil, ErrFenced
+	}
+	return c, nil
+}
+
+// Extend implements IdempotencyStore.
+func (s *MemoryIdempotencyStore) Extend(_ context.Context, key Key, epoch int64, lease time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.held(key, epoch)
+	if err != nil {
+		return err
+	}
+	c.expires = s.clock().Add(lease)
+	return nil
+}
+
+// Complete implements IdempotencyStore.
+func (s *MemoryIdempotencyStore) Complete(_ context.Context, key Key, epoch int64, outcome json.RawMessage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.held(key, epoch)
+	if err != nil {
+		return err
+	}
+	c.state, c.outcome = ClaimCompleted, append(json.RawMessage(nil), outcome...)
+	return nil
+}
+
+// Release implements IdempotencyStore.
+func (s *MemoryIdempotencyStore) Release(_ context.Context, key Key, epoch int64, inDoubt bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.held(key, epoch)
+	if err != nil {
+		return err
+	}
+	if inDoubt {
+		c.state = ClaimInDoubt
+		return nil
+	}
+	c.state = claimFree
+	return nil
+}
+
+// Resolve implements IdempotencyStore.
+func (s *MemoryIdempotencyStore) Resolve(_ context.Context, key Key, r Resolution) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.keys[key]
+	if !ok {
+		return ErrNoRecord
+	}
+	if !r.Applied {
+		c.state = claimFree
+		return nil
+	}
+	c.state, c.outcome = ClaimCompleted, append(json.RawMessage(nil), r.Outcome...)
+	return nil
+}

@@ -1,0 +1,176 @@
+package planexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/planexec/planexec/llm"
+)
+
+// Planner writes plans. It holds no tools: it returns the raw payload of a
+// plan, and the executor decodes and validates it (so validation never
+// depends on how a planner was written).
+type Planner interface {
+	Plan(ctx context.Context, req PlanRequest) (*PlanResponse, error)
+}
+
+// PlanRequest is what a planner is asked.
+type PlanRequest struct {
+	Task string
+	// Tools the plan may use: those the agent's allowlist and the delegation
+	// both allow.
+	Tools []ToolSpec
+	// Attempt counts from 1; Refusals holds why each earlier attempt was
+	// refused, oldest first, with its payload.
+	Attempt  int
+	Refusals []*PlanValidationError
+}
+
+// ToolSpec is what a planner is told about one tool.
+type ToolSpec struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Irreversible bool            `json:"irreversible"`
+	Schema       json.RawMessage `json:"arguments_schema"`
+}
+
+// PlanResponse is a planner's answer.
+type PlanResponse struct {
+	// Payload is the plan as the model wrote it.
+	Payload []byte
+	Usage   llm.Usage
+	// Model and RequestID identify the call, where the model reports them.
+	Model     string
+	RequestID string
+}
+
+// AgentPlanner plans with a language model. The agent holds no tools and its
+// output is a Plan: a planner cannot dispatch what it is planning.
+type AgentPlanner struct {
+	model llm.Model
+	agent Agent
+}
+
+var (
+	planType    = reflect.TypeFor[Plan]()
+	planPtrType = reflect.TypeFor[*Plan]()
+)
+
+// NewAgentPlanner returns a planner over model. It refuses, with a
+// *ConfigurationError, an agent that declares any tool and an agent whose
+// output is not a Plan.
+func NewAgentPlanner(model llm.Model, agent Agent) (*AgentPlanner, error) {
+	if model == nil {
+		return nil, &ConfigurationError{Problem: "the planner needs a model"}
+	}
+	if len(agent.Tools) > 0 {
+		return nil, &ConfigurationError{Tool: agent.Tools[0], Problem: fmt.Sprintf(
+			"planning agent %q declares tools (%s), so it could dispatch what it is planning; a planner holds no tools",
+			agent.Name, strings.Join(agent.Tools, ", "))}
+	}
+	if agent.Output != nil {
+		if t := reflect.TypeOf(agent.Output); t != planType && t != planPtrType {
+			return nil, &ConfigurationError{Problem: fmt.Sprintf(
+				"planning agent %q produces %s, not a Plan: its output could not be validated as one", agent.Name, t)}
+		}
+	}
+	return &AgentPlanner{model: model, agent: agent}, nil
+}
+
+const plannerInstructions = `You are a planner. You do not act: you write a plan that deterministic code will validate in full and then execute.
+A plan is one JSON object: {"goal": string, "steps": [{"id": string, "tool": string, "arguments": object, "depends_on": [step ids], "intent": string}]}.
+Use only the tools listed. Give each step a short unique id. Arguments must follow the tool's schema exactly: no extra keys, no missing keys, the exact JSON types.
+A step runs only after every step in its depends_on has finished; steps with no dependency between them may run at the same time.
+Irreversible tools cannot be undone and will be put to a person before anything runs.`
+
+// Plan asks the model for a plan. Each earlier refusal is sent back as a
+// follow-up turn, after the model's own answer, so it sees what it wrote and
+// why it was refused.
+func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse, error) {
+	system := plannerInstructions
+	if p.agent.Instructions != "" {
+		system += "\n\n" + p.agent.Instructions
+	}
+	catalog, err := json.MarshalIndent(req.Tools, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	msgs := []llm.Message{{Role: llm.RoleUser, Content: "Task: " + req.Task + "\n\nTools:\n" + string(catalog)}}
+	for _, r := range req.Refusals {
+		msgs = append(msgs,
+			llm.Message{Role: llm.RoleAssistant, Content: string(r.Payload)},
+			llm.Message{Role: llm.RoleUser, Content: Feedback(r)})
+	}
+	resp, err := p.model.Generate(ctx, &llm.Request{
+		System:   system,
+		Messages: msgs,
+		Output: &llm.OutputSchema{
+			Name:        "plan",
+			Description: "A plan of tool calls that reaches the goal.",
+			Schema:      PlanSchema(req.Tools),
+			Strict:      true,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A provider's refusal comes with no content: an empty payload, which the
+	// executor refuses as ReasonEmpty and replans like any other refusal.
+	return &PlanResponse{Payload: []byte(resp.Content), Usage: resp.Usage, Model: resp.Model, RequestID: resp.RequestID}, nil
+}
+
+// Feedback renders a refusal for the planner to read: the reason, the step,
+// the tool and every violation.
+func Feedback(r *PlanValidationError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "That plan was refused (%s)", r.Reason)
+	if r.Step != "" {
+		fmt.Fprintf(&b, " at step %q", r.Step)
+	}
+	if r.Tool != "" {
+		fmt.Fprintf(&b, " (tool %q)", r.Tool)
+	}
+	b.WriteString(".")
+	for _, v := range r.Violations {
+		b.WriteString("\n- ")
+		b.WriteString(v.String())
+	}
+	b.WriteString("\nWrite the whole plan again, corrected. Nothing from the refused plan was executed.")
+	return b.String()
+}
+
+// PlanSchema is the JSON Schema of a plan over tools: each step is one branch
+// of a union per tool, whose "tool" is a constant and whose "arguments" is
+// that tool's own schema, so a strict provider cannot emit an unknown tool or
+// a wrongly typed argument. The executor still validates everything.
+func PlanSchema(tools []ToolSpec) json.RawMessage {
+	branches := make([]map[string]any, len(tools))
+	for i, t := range tools {
+		branches[i] = map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"id":         map[string]any{"type": "string"},
+				"tool":       map[string]any{"type": "string", "const": t.Name},
+				"arguments":  t.Schema,
+				"depends_on": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+				"intent":     map[string]any{"type": "string"},
+			},
+			"required":             []string{"id", "tool", "arguments", "depends_on", "intent"},
+			"additionalProperties": false,
+		}
+	}
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"goal":  map[string]any{"type": "string"},
+			"steps": map[string]any{"type": "array", "items": map[string]any{"anyOf": branches}},
+		},
+		"required":             []string{"goal", "steps"},
+		"additionalProperties": false,
+	}
+	out, _ := json.Marshal(schema) // maps of strings and raw schemas always marshal
+	return out
+}
