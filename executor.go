@@ -321,6 +321,18 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 	return v, nil
 }
 
+// firstViolation summarises a refusal for an event: paths and problems only.
+func firstViolation(e *PlanValidationError) string {
+	if len(e.Violations) == 0 {
+		return ""
+	}
+	s := e.Violations[0].String()
+	if n := len(e.Violations) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}
+
 // keyMaterial is what an idempotency key digests.
 type keyMaterial struct {
 	Tenant    string          `json:"tenant"`
@@ -378,7 +390,7 @@ func (ex *Executor) Planned(ctx context.Context, planner Planner, task string) (
 		}
 		perr.Attempts = attempt
 		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
-			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: fmt.Sprintf("%d violations", len(perr.Violations))})
+			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		refusals = append(refusals, perr)
 		if attempt > ex.cfg.MaxReplans {
 			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
@@ -468,7 +480,7 @@ func (ex *Executor) Execute(ctx context.Context, plan Plan) (*Result, error) {
 	if perr != nil {
 		d := &ex.cfg.Delegation
 		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
-			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason})
+			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		return nil, perr
 	}
 	return ex.run(ctx, v, nil)

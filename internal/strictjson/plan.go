@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -50,6 +51,9 @@ type codec struct {
 	fields     []field
 	byName     map[string]int // lookup for structs with many fields
 	required   int            // number of required fields
+	expect     string         // the JSON kind named in type mismatch messages
+	rangeMsg   string         // numbers: message for values the type cannot hold
+	lenMsg     string         // arrays: message for a wrong item count
 }
 
 // field is one JSON member of a struct.
@@ -135,6 +139,7 @@ func (b *builder) codec(t reflect.Type, path string) (*codec, error) {
 	if err := b.fill(c, t, path); err != nil {
 		return nil, err
 	}
+	c.describe()
 	return c, nil
 }
 
@@ -220,6 +225,37 @@ func (b *builder) fill(c *codec, t reflect.Type, path string) error {
 		return fmt.Errorf("%s: type %s has no strict JSON form", path, t)
 	}
 	return nil
+}
+
+// describe precomputes the messages a codec reports, so that reporting a
+// violation costs no formatting on the scan's side.
+func (c *codec) describe() {
+	switch c.kind {
+	case kBool:
+		c.expect = "boolean"
+	case kInt, kUint:
+		c.expect = "integer"
+		c.rangeMsg = "integer out of range for " + c.typ.Kind().String()
+	case kFloat:
+		c.expect = "number"
+		c.rangeMsg = "number out of range for " + c.typ.Kind().String()
+	case kDecimal:
+		c.expect = "number"
+		c.rangeMsg = "number out of range for decimal"
+	case kString, kBytes, kText:
+		c.expect = "string"
+	case kJSON:
+		if c.stringOnly {
+			c.expect = "string"
+		}
+	case kSlice:
+		c.expect = "array"
+	case kArray:
+		c.expect = "array"
+		c.lenMsg = "expected exactly " + strconv.Itoa(c.length) + " items"
+	case kMap, kStruct:
+		c.expect = "object"
+	}
 }
 
 // candidate is a struct member found while walking embedded structs.

@@ -1,0 +1,200 @@
+package planexec_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+)
+
+// The trip of the seed: search flights, then book one (irreversible).
+
+type Search struct {
+	Origin      string `json:"origin" validate:"len=3"`
+	Destination string `json:"destination" validate:"len=3"`
+}
+
+type Booking struct {
+	Flight string          `json:"flight"`
+	Seats  int             `json:"seats" validate:"min=1,max=9"`
+	Fare   decimal.Decimal `json:"fare,omitzero"`
+	Note   string          `json:"note,omitempty"`
+}
+
+type Refund struct {
+	Order    string          `json:"order"`
+	Amount   decimal.Decimal `json:"amount"`
+	Currency string          `json:"currency"`
+}
+
+// call is what a tool actually received.
+type call struct {
+	Tool string
+	Args any
+	Key  string
+}
+
+// recorder remembers every call the tools received, in order.
+type recorder struct {
+	mu    sync.Mutex
+	calls []call
+	// fail, if set, decides a tool's error by step tool name.
+	fail func(tool string, args any) error
+	// delay, if set, is how long each call takes.
+	delay time.Duration
+}
+
+func (r *recorder) record(ctx context.Context, tool string, args any) error {
+	key, _ := planexec.IdempotencyKey(ctx)
+	r.mu.Lock()
+	r.calls = append(r.calls, call{Tool: tool, Args: args, Key: key})
+	fail := r.fail
+	r.mu.Unlock()
+	if r.delay > 0 {
+		select {
+		case <-time.After(r.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if fail != nil {
+		return fail(tool, args)
+	}
+	return nil
+}
+
+func (r *recorder) Calls() []call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]call(nil), r.calls...)
+}
+
+func (r *recorder) tools() []planexec.Tool {
+	return []planexec.Tool{
+		planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
+			return []string{"BA117", "VS3"}, r.record(ctx, "search_flights", s)
+		}),
+		planexec.NewTool("book_flight", "Book a flight.", func(ctx context.Context, b Booking) (string, error) {
+			if err := r.record(ctx, "book_flight", b); err != nil {
+				return "", err
+			}
+			return "PNR-" + b.Flight, nil
+		}),
+		planexec.NewTool("refund", "Refund an order.", func(ctx context.Context, f Refund) (string, error) {
+			return "refunded " + f.Order, r.record(ctx, "refund", f)
+		}),
+	}
+}
+
+var (
+	searchContract = planexec.MustContract[Search]("search_flights")
+	bookContract   = planexec.MustContract[Booking]("book_flight", planexec.Irreversible(), planexec.KeyArguments("flight", "seats"))
+	refundContract = planexec.MustContract[Refund]("refund", planexec.KeyArguments("order"))
+	allTools       = []string{"search_flights", "book_flight", "refund"}
+)
+
+// approve is a gate that grants everything and remembers what it was asked.
+type approve struct {
+	mu    sync.Mutex
+	asked []planexec.ApprovalRequest
+	// answer, if set, decides instead of granting.
+	answer func(planexec.ApprovalRequest) planexec.ApprovalDecision
+}
+
+func (g *approve) RequestApproval(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asked = append(g.asked, req)
+	if g.answer != nil {
+		return g.answer(req), nil
+	}
+	return req.Grant("dana"), nil
+}
+
+func (g *approve) Asked() []planexec.ApprovalRequest {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]planexec.ApprovalRequest(nil), g.asked...)
+}
+
+// newExecutor builds an executor over the recorder's tools with a granting
+// gate; edit adjusts the config first.
+func newExecutor(t testing.TB, r *recorder, edit func(*planexec.Config)) (*planexec.Executor, *approve) {
+	t.Helper()
+	gate := &approve{}
+	cfg := planexec.Config{
+		Tools:      r.tools(),
+		Contracts:  []*planexec.Contract{searchContract, bookContract, refundContract},
+		Agent:      planexec.Agent{Name: "courier", Tools: allTools},
+		Delegation: planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana"},
+		Gate:       gate,
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	ex, err := planexec.NewExecutor(cfg)
+	if err != nil {
+		t.Fatalf("NewExecutor: %v", err)
+	}
+	return ex, gate
+}
+
+// step builds a plan step; args is marshalled unless it is already a string.
+func step(id, tool string, args any, deps ...string) planexec.Step {
+	var raw json.RawMessage
+	switch a := args.(type) {
+	case string:
+		raw = json.RawMessage(a)
+	default:
+		b, err := json.Marshal(a)
+		if err != nil {
+			panic(err)
+		}
+		raw = b
+	}
+	return planexec.Step{ID: id, Tool: tool, Arguments: raw, DependsOn: deps}
+}
+
+// tripPlan is the seed's plan: s1 searches, s2 books after it.
+func tripPlan() planexec.Plan {
+	return planexec.Plan{Goal: "get them to New York", Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		step("s2", "book_flight", `{"flight":"BA117","seats":1}`, "s1"),
+	}}
+}
+
+// kinds lists the kinds of events, in order.
+func kinds(es []planexec.Event) []planexec.EventKind {
+	out := make([]planexec.EventKind, len(es))
+	for i, e := range es {
+		out[i] = e.Kind
+	}
+	return out
+}
+
+// count counts events of kind.
+func count(es []planexec.Event, kind planexec.EventKind) int {
+	n := 0
+	for _, e := range es {
+		if e.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func toolNames(cs []call) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Tool
+	}
+	return out
+}
+
+var _ = fmt.Sprint

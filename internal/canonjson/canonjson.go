@@ -1,0 +1,486 @@
+// Package canonjson renders JSON in one canonical form, so that equal
+// documents give equal bytes and therefore equal digests.
+//
+// The canonical form of a document is:
+//
+//   - No whitespace outside strings.
+//   - Object members sorted by the UTF-8 bytes of their unescaped keys;
+//     duplicate keys are an error.
+//   - Strings hold their unescaped text, with only '"', '\\' and the control
+//     characters U+0000 to U+001F escaped: \b \t \n \f \r for those five, and
+//     \u00XX with lowercase hex for the rest. Nothing else is escaped (no
+//     HTML escaping, no \u escapes for non-ASCII), so "\u0041" and "A" come
+//     out the same. Invalid UTF-8 and unpaired surrogate escapes are errors.
+//   - true, false and null as they are.
+//   - Numbers by exact decimal value, never through float64. Let the value
+//     be ±D × 10^E with D a run of digits without leading or trailing zeros,
+//     and A = E + len(D) − 1 the exponent of its leading digit. Zero (of
+//     any sign or spelling) is "0". Otherwise a '-' comes first if the value
+//     is negative, then:
+//     if −6 ≤ A ≤ 20, plain decimal notation: the integer digits (a single
+//     "0" when the value is below 1), then, if the value is not an integer,
+//     '.' and the fraction digits without trailing zeros
+//     (412.50 → "412.5", 1E2 → "100", 0.0000012 → "0.0000012");
+//     otherwise D, 'e' and E in decimal with a '-' when negative and no '+'
+//     or leading zeros (1e21 → "1e21", 1.5E-7 → "15e-8",
+//     1e999999999 → "1e999999999").
+//     Equal values thus give equal text and different values different text,
+//     and the output length is bounded by the input length plus a constant,
+//     whatever the exponent.
+//
+// Nesting deeper than 10000 levels is refused, as encoding/json does.
+package canonjson
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+
+	"github.com/planexec/planexec/internal/jsonscan"
+)
+
+// maxDepth matches encoding/json's own nesting limit.
+const maxDepth = 10000
+
+// Marshal returns the canonical JSON of v: encoding/json's rendering of v
+// (no HTML escaping), re-encoded canonically.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return Canonicalize(buf.Bytes())
+}
+
+// Digest returns "sha256:" followed by the lowercase hex SHA-256 of
+// Marshal(v).
+func Digest(v any) (string, error) {
+	b, err := Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Canonicalize re-encodes a JSON document canonically. It fails on invalid
+// JSON, duplicate keys and invalid UTF-8. Errors give byte offsets, never
+// document content.
+func Canonicalize(doc []byte) ([]byte, error) {
+	p := parser{doc: doc}
+	p.pos = jsonscan.SkipSpace(doc, 0)
+	if err := p.value(0); err != nil {
+		return nil, err
+	}
+	if p.pos = jsonscan.SkipSpace(doc, p.pos); p.pos != len(doc) {
+		return nil, p.syntaxError()
+	}
+	e := emitter{nodes: p.nodes, doc: doc, arena: p.arena}
+	e.out = make([]byte, 0, len(doc))
+	if _, err := e.emit(0); err != nil {
+		return nil, err
+	}
+	return e.out, nil
+}
+
+// node is one entry of the flat tree Canonicalize builds, in document
+// order. Building the tree first lets every object be sorted once, so the
+// whole job stays O(n log n) however deep the nesting.
+type node struct {
+	kind byte // '{', '[', 'k' (object key), 'v' (scalar), 't', 'f', 'n'
+	// arena says whether text lives in the arena (rewritten) or in the
+	// document (already canonical).
+	arena bool
+	// off and n locate the text: the canonical rendering of a scalar, or
+	// the unescaped bytes of a key.
+	off, n int
+	// count is the number of members or elements of a container.
+	count int
+	// end is the index just past the node's subtree.
+	end int
+}
+
+type parser struct {
+	doc     []byte
+	pos     int
+	nodes   []node
+	arena   []byte
+	scratch []byte // unescaped string text, reused
+}
+
+func (p *parser) syntaxError() error {
+	return fmt.Errorf("canonjson: invalid JSON at offset %d", p.pos)
+}
+
+func (p *parser) value(depth int) error {
+	b := p.doc
+	if p.pos >= len(b) {
+		return p.syntaxError()
+	}
+	switch b[p.pos] {
+	case '{', '[':
+		if depth >= maxDepth {
+			return fmt.Errorf("canonjson: nesting deeper than %d at offset %d", maxDepth, p.pos)
+		}
+		open := b[p.pos]
+		closer := byte(']')
+		if open == '{' {
+			closer = '}'
+		}
+		idx := len(p.nodes)
+		p.nodes = append(p.nodes, node{kind: open})
+		p.pos = jsonscan.SkipSpace(b, p.pos+1)
+		count := 0
+		if p.pos < len(b) && b[p.pos] == closer {
+			p.pos++
+		} else {
+			for {
+				if open == '{' {
+					if err := p.key(); err != nil {
+						return err
+					}
+				}
+				if err := p.value(depth + 1); err != nil {
+					return err
+				}
+				count++
+				p.pos = jsonscan.SkipSpace(b, p.pos)
+				if p.pos >= len(b) {
+					return p.syntaxError()
+				}
+				if b[p.pos] == closer {
+					p.pos++
+					break
+				}
+				if b[p.pos] != ',' {
+					return p.syntaxError()
+				}
+				p.pos = jsonscan.SkipSpace(b, p.pos+1)
+			}
+		}
+		p.nodes[idx].count = count
+		p.nodes[idx].end = len(p.nodes)
+	case '"':
+		start := p.pos
+		end, flags := jsonscan.ScanString(b, start)
+		if end < 0 {
+			return p.syntaxError()
+		}
+		if flags&jsonscan.BadUTF8 != 0 {
+			return fmt.Errorf("canonjson: invalid UTF-8 in string at offset %d", start)
+		}
+		p.pos = end
+		n := node{kind: 'v', off: start, n: end - start}
+		if flags&jsonscan.Escaped != 0 {
+			// Without escapes the literal is already canonical: the only
+			// bytes that would need escaping cannot appear raw.
+			off := len(p.arena)
+			p.scratch = jsonscan.AppendUnquoted(p.scratch[:0], b[start:end])
+			p.arena = appendString(p.arena, p.scratch)
+			n = node{kind: 'v', arena: true, off: off, n: len(p.arena) - off}
+		}
+		n.end = len(p.nodes) + 1
+		p.nodes = append(p.nodes, n)
+	case 't', 'f', 'n':
+		end := jsonscan.ScanLiteral(b, p.pos)
+		if end < 0 {
+			return p.syntaxError()
+		}
+		p.nodes = append(p.nodes, node{kind: b[p.pos], end: len(p.nodes) + 1})
+		p.pos = end
+	default:
+		start := p.pos
+		end, _ := jsonscan.ScanNumber(b, start)
+		if end < 0 {
+			return p.syntaxError()
+		}
+		p.pos = end
+		off := len(p.arena)
+		p.arena = appendNumber(p.arena, b[start:end])
+		n := node{kind: 'v', arena: true, off: off, n: len(p.arena) - off}
+		if bytes.Equal(p.arena[off:], b[start:end]) {
+			// Already canonical: point at the document, reuse the arena.
+			p.arena = p.arena[:off]
+			n = node{kind: 'v', off: start, n: end - start}
+		}
+		n.end = len(p.nodes) + 1
+		p.nodes = append(p.nodes, n)
+	}
+	return nil
+}
+
+// key parses `"key" :` and records the unescaped key.
+func (p *parser) key() error {
+	b := p.doc
+	start := p.pos
+	end, flags := jsonscan.ScanString(b, start)
+	if end < 0 {
+		return p.syntaxError()
+	}
+	if flags&jsonscan.BadUTF8 != 0 {
+		return fmt.Errorf("canonjson: invalid UTF-8 in key at offset %d", start)
+	}
+	n := node{kind: 'k', off: start + 1, n: end - start - 2}
+	if flags&jsonscan.Escaped != 0 {
+		off := len(p.arena)
+		p.arena = jsonscan.AppendUnquoted(p.arena, b[start:end])
+		n = node{kind: 'k', arena: true, off: off, n: len(p.arena) - off}
+	}
+	n.end = len(p.nodes) + 1
+	p.nodes = append(p.nodes, n)
+	p.pos = jsonscan.SkipSpace(b, end)
+	if p.pos >= len(b) || b[p.pos] != ':' {
+		return p.syntaxError()
+	}
+	p.pos = jsonscan.SkipSpace(b, p.pos+1)
+	return nil
+}
+
+type emitter struct {
+	nodes []node
+	doc   []byte
+	arena []byte
+	out   []byte
+	// keys is a stack of member key indexes shared by all objects being
+	// emitted, so sorting needs no allocation per object.
+	keys []int
+}
+
+func (e *emitter) text(n *node) []byte {
+	if n.arena {
+		return e.arena[n.off : n.off+n.n]
+	}
+	return e.doc[n.off : n.off+n.n]
+}
+
+var errDuplicate = errors.New("canonjson: duplicate key")
+
+// emit writes node i and its subtree and returns the index after them.
+func (e *emitter) emit(i int) (int, error) {
+	n := &e.nodes[i]
+	switch n.kind {
+	case 't':
+		e.out = append(e.out, "true"...)
+	case 'f':
+		e.out = append(e.out, "false"...)
+	case 'n':
+		e.out = append(e.out, "null"...)
+	case 'v':
+		e.out = append(e.out, e.text(n)...)
+	case '[':
+		e.out = append(e.out, '[')
+		j := i + 1
+		for k := 0; k < n.count; k++ {
+			if k > 0 {
+				e.out = append(e.out, ',')
+			}
+			var err error
+			if j, err = e.emit(j); err != nil {
+				return 0, err
+			}
+		}
+		e.out = append(e.out, ']')
+	case '{':
+		base := len(e.keys)
+		j := i + 1
+		for k := 0; k < n.count; k++ {
+			e.keys = append(e.keys, j)
+			j = e.nodes[j+1].end
+		}
+		members := e.keys[base:]
+		slices.SortFunc(members, func(a, b int) int {
+			return bytes.Compare(e.text(&e.nodes[a]), e.text(&e.nodes[b]))
+		})
+		for k := 1; k < len(members); k++ {
+			if bytes.Equal(e.text(&e.nodes[members[k-1]]), e.text(&e.nodes[members[k]])) {
+				return 0, errDuplicate
+			}
+		}
+		e.out = append(e.out, '{')
+		for k := 0; k < n.count; k++ {
+			if k > 0 {
+				e.out = append(e.out, ',')
+			}
+			// Nested objects may grow e.keys, so index it afresh each time.
+			kn := e.keys[base+k]
+			e.out = appendString(e.out, e.text(&e.nodes[kn]))
+			e.out = append(e.out, ':')
+			if _, err := e.emit(kn + 1); err != nil {
+				return 0, err
+			}
+		}
+		e.out = append(e.out, '}')
+		e.keys = e.keys[:base]
+	}
+	return n.end, nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s (valid UTF-8) as a canonical string literal.
+func appendString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i, c := range s {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// Plain decimal notation is used when the leading digit's exponent lies in
+// [plainMin, plainMax]; see the package documentation.
+const (
+	plainMin = -6
+	plainMax = 20
+)
+
+// appendNumber appends the canonical form of the number literal lit, which
+// jsonscan.ScanNumber accepted.
+func appendNumber(dst, lit []byte) []byte {
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	// Split into integer digits, fraction digits and exponent digits.
+	i := 0
+	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+		i++
+	}
+	intPart := lit[:i]
+	var fracPart, expPart []byte
+	expNeg := false
+	if i < len(lit) && lit[i] == '.' {
+		j := i + 1
+		for j < len(lit) && lit[j] >= '0' && lit[j] <= '9' {
+			j++
+		}
+		fracPart = lit[i+1 : j]
+		i = j
+	}
+	if i < len(lit) {
+		// 'e' or 'E', then an optional sign and the digits.
+		i++
+		if lit[i] == '+' || lit[i] == '-' {
+			expNeg = lit[i] == '-'
+			i++
+		}
+		expPart = lit[i:]
+		for len(expPart) > 1 && expPart[0] == '0' {
+			expPart = expPart[1:]
+		}
+	}
+
+	// The significant digits D run from the first to the last non-zero
+	// digit of intPart+fracPart; positions index that concatenation.
+	total := len(intPart) + len(fracPart)
+	digit := func(k int) byte {
+		if k < len(intPart) {
+			return intPart[k]
+		}
+		return fracPart[k-len(intPart)]
+	}
+	first, last := -1, -1
+	for k := 0; k < total; k++ {
+		if digit(k) != '0' {
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	if first < 0 {
+		return append(dst, '0')
+	}
+	if neg {
+		dst = append(dst, '-')
+	}
+	nd := last - first + 1
+	// The last significant digit sits at place len(intPart)-1-last before
+	// the written exponent is applied.
+	shift := int64(len(intPart) - 1 - last)
+
+	if len(expPart) > 18 {
+		// The exponent does not fit in int64 arithmetic; such a value is
+		// never in the plain range, since that would need about as many
+		// digits as the exponent's magnitude.
+		dst = appendDigits(dst, digit, first, last)
+		e, _ := new(big.Int).SetString(string(expPart), 10)
+		if expNeg {
+			e.Neg(e)
+		}
+		e.Add(e, big.NewInt(shift))
+		dst = append(dst, 'e')
+		return e.Append(dst, 10)
+	}
+	var exp int64
+	for _, c := range expPart {
+		exp = exp*10 + int64(c-'0')
+	}
+	if expNeg {
+		exp = -exp
+	}
+	e := exp + shift       // D × 10^e is the value
+	a := e + int64(nd) - 1 // exponent of the leading digit
+	switch {
+	case a < plainMin || a > plainMax:
+		dst = appendDigits(dst, digit, first, last)
+		dst = append(dst, 'e')
+		return strconv.AppendInt(dst, e, 10)
+	case e >= 0:
+		// An integer: the digits and e zeros (e ≤ plainMax).
+		dst = appendDigits(dst, digit, first, last)
+		for ; e > 0; e-- {
+			dst = append(dst, '0')
+		}
+		return dst
+	case a < 0:
+		// Below 1: "0.", -a-1 zeros, then the digits.
+		dst = append(dst, '0', '.')
+		for k := int64(0); k < -a-1; k++ {
+			dst = append(dst, '0')
+		}
+		return appendDigits(dst, digit, first, last)
+	default:
+		// a+1 integer digits, then the rest after the point.
+		split := first + int(a) + 1
+		dst = appendDigits(dst, digit, first, split-1)
+		dst = append(dst, '.')
+		return appendDigits(dst, digit, split, last)
+	}
+}
+
+func appendDigits(dst []byte, digit func(int) byte, from, to int) []byte {
+	for k := from; k <= to; k++ {
+		dst = append(dst, digit(k))
+	}
+	return dst
+}
