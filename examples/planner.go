@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+	"golang.org/x/term"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
@@ -199,10 +200,7 @@ func terminalGate(stdin io.Reader, out io.Writer, yes bool) planexec.ApprovalGat
 	})
 }
 
-func isTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func printEvent(out io.Writer, start time.Time, e planexec.Event) {
 	line := fmt.Sprintf("%6.3fs  %-19s", e.Time.Sub(start).Seconds(), e.Kind)
