@@ -88,8 +88,9 @@ const (
 	ReasonReplan Reason = "replan"
 )
 
-// Error makes a Reason usable as an errors.Is target.
-func (r Reason) Error() string { return "planexec: plan refused: " + string(r) }
+// Error makes a Reason usable as an errors.Is target. It is the bare reason,
+// so a Reason prints the same whether formatted as an error or a string.
+func (r Reason) Error() string { return string(r) }
 
 // Violation is one thing wrong with a plan or its arguments, at a JSON Pointer
 // (RFC 6901) path: into a step's arguments for ReasonArguments, into the plan

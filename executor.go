@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -311,14 +312,33 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 		return nil, refuse(ReasonCycle, s.ID, s.Tool, vs...)
 	}
 	v.order = order
-	for i := range v.steps {
-		key, err := canonjson.Digest(keyMaterial{Tenant: d.Tenant, Run: d.RunID, Tool: v.steps[i].step.Tool, Arguments: v.steps[i].args.keyJSON})
-		if err != nil {
-			return nil, refuse(ReasonArguments, v.steps[i].step.ID, v.steps[i].step.Tool, Violation{Problem: "cannot be digested"})
-		}
-		v.steps[i].key = Key{Tenant: d.Tenant, Digest: key}
-	}
 	return v, nil
+}
+
+// prepare renders what execution digests — canonical arguments for the
+// ladder and approval records, idempotency keys — once per step, and only
+// when something will read it.
+func (ex *Executor) prepare(v *vplan) error {
+	if ex.cfg.Idempotency == nil && ex.cfg.Ladder == nil && ex.cfg.Gate == nil {
+		return nil
+	}
+	d := &ex.cfg.Delegation
+	for i := range v.steps {
+		s := &v.steps[i]
+		if vs := s.entry.contract.render(&s.args); vs != nil {
+			return &PlanValidationError{Reason: ReasonArguments, Step: s.step.ID, Tool: s.step.Tool, Violations: vs,
+				RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
+		}
+		if ex.cfg.Idempotency == nil {
+			continue
+		}
+		key, err := canonjson.Digest(keyMaterial{Tenant: d.Tenant, Run: d.RunID, Tool: s.step.Tool, Arguments: s.args.keyJSON})
+		if err != nil {
+			return fmt.Errorf("planexec: digesting the key of step %s: %w", quote(s.step.ID), err)
+		}
+		s.key = Key{Tenant: d.Tenant, Digest: key}
+	}
+	return nil
 }
 
 // firstViolation summarises a refusal for an event: paths and problems only.
@@ -556,6 +576,9 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 	ev := func(e Event) {
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
 		ex.rec.emit(e)
+	}
+	if err := ex.prepare(v); err != nil {
+		return nil, err
 	}
 	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Steps: make(map[string]StepResult, len(v.steps))}
 	finished := make([]bool, len(v.steps))
@@ -944,25 +967,16 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 	tctx = context.WithValue(tctx, keyStep, info)
 	if store := ex.cfg.Idempotency; store != nil {
 		tctx = context.WithValue(tctx, keyIdempotency, s.key.Digest)
-		stop := make(chan struct{})
-		renewed := make(chan struct{})
-		go func() {
-			defer close(renewed)
-			t := time.NewTicker(ex.cfg.Lease / 3)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					if err := store.Extend(tctx, s.key, epoch, ex.cfg.Lease); errors.Is(err, ErrFenced) {
-						cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
-						return
-					}
-				}
+		lease := ex.cfg.Lease
+		r := renew(lease/3, func() bool {
+			err := store.Extend(tctx, s.key, epoch, lease)
+			if errors.Is(err, ErrFenced) {
+				cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
+				return false
 			}
-		}()
-		defer func() { close(stop); <-renewed }()
+			return true
+		})
+		defer r.stop()
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -970,6 +984,48 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 		}
 	}()
 	return s.entry.tool.call(tctx, s.args.value)
+}
+
+// renewer calls extend every period until stopped, on a timer rather than a
+// goroutine of its own: most tools finish before the first renewal is due.
+type renewer struct {
+	mu      sync.Mutex
+	stopped bool
+	t       *time.Timer
+	wg      sync.WaitGroup // one count per scheduled or running renewal
+}
+
+// renew starts renewing; extend returns false to stop.
+func renew(period time.Duration, extend func() bool) *renewer {
+	r := &renewer{}
+	var fire func()
+	fire = func() {
+		defer r.wg.Done()
+		more := extend()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if more && !r.stopped {
+			r.wg.Add(1)
+			r.t.Reset(period)
+		}
+	}
+	r.mu.Lock()
+	r.wg.Add(1)
+	r.t = time.AfterFunc(period, fire)
+	r.mu.Unlock()
+	return r
+}
+
+// stop ends renewal and waits for one in progress, so nothing outlives the
+// step.
+func (r *renewer) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	if r.t.Stop() {
+		r.wg.Done()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
 }
 
 func (ex *Executor) saveStep(ctx context.Context, id string, r StepResult, errText string) error {

@@ -16,17 +16,17 @@
 //     be ±D × 10^E with D a run of digits without leading or trailing zeros,
 //     and A = E + len(D) − 1 the exponent of its leading digit. Zero (of
 //     any sign or spelling) is "0". Otherwise a '-' comes first if the value
-//     is negative, then:
-//     if −6 ≤ A ≤ 20, plain decimal notation: the integer digits (a single
-//     "0" when the value is below 1), then, if the value is not an integer,
-//     '.' and the fraction digits without trailing zeros
-//     (412.50 → "412.5", 1E2 → "100", 0.0000012 → "0.0000012");
-//     otherwise D, 'e' and E in decimal with a '-' when negative and no '+'
-//     or leading zeros (1e21 → "1e21", 1.5E-7 → "15e-8",
-//     1e999999999 → "1e999999999").
-//     Equal values thus give equal text and different values different text,
-//     and the output length is bounded by the input length plus a constant,
-//     whatever the exponent.
+//     is negative, then plain decimal notation when it needs few padding
+//     zeros, that is when 0 ≤ E ≤ 20 (an integer: D then E zeros) or when
+//     E < 0 and A ≥ −7 (D with a '.' inserted, or "0." then −A−1 zeros then
+//     D when the value is below 1). Any other value is written as D, 'e' and
+//     E in decimal, with a '-' when negative and no '+' or leading zeros.
+//     Examples: 412.50, 4.1250e2 and 41250e-2 → "412.5"; 1E2 → "100";
+//     -0 and 0e5 → "0"; 1e20 → "100000000000000000000"; 1e21 → "1e21";
+//     1e-7 → "0.0000001"; 1.5e-8 → "15e-9"; 1e999999999 → "1e999999999".
+//     Equal values thus give equal text and different values different
+//     text, and the output is never much longer than the input, whatever
+//     the exponent.
 //
 // Nesting deeper than 10000 levels is refused, as encoding/json does.
 package canonjson
@@ -356,11 +356,12 @@ func appendString(dst, s []byte) []byte {
 	return append(dst, '"')
 }
 
-// Plain decimal notation is used when the leading digit's exponent lies in
-// [plainMin, plainMax]; see the package documentation.
+// Plain decimal notation is used when it pads with at most maxTrailZeros
+// zeros before the point or at most maxLeadZeros after it; see the package
+// documentation.
 const (
-	plainMin = -6
-	plainMax = 20
+	maxTrailZeros = 20
+	maxLeadZeros  = 6
 )
 
 // appendNumber appends the canonical form of the number literal lit, which
@@ -429,9 +430,9 @@ func appendNumber(dst, lit []byte) []byte {
 	shift := int64(len(intPart) - 1 - last)
 
 	if len(expPart) > 18 {
-		// The exponent does not fit in int64 arithmetic; such a value is
-		// never in the plain range, since that would need about as many
-		// digits as the exponent's magnitude.
+		// The exponent does not fit in int64 arithmetic. Such a value is
+		// never written plainly: that would take a number of digits near
+		// the exponent's magnitude, far more than any input holds.
 		dst = appendDigits(dst, digit, first, last)
 		e, _ := new(big.Int).SetString(string(expPart), 10)
 		if expNeg {
@@ -451,12 +452,12 @@ func appendNumber(dst, lit []byte) []byte {
 	e := exp + shift       // D × 10^e is the value
 	a := e + int64(nd) - 1 // exponent of the leading digit
 	switch {
-	case a < plainMin || a > plainMax:
+	case e > maxTrailZeros || a < -maxLeadZeros-1:
 		dst = appendDigits(dst, digit, first, last)
 		dst = append(dst, 'e')
 		return strconv.AppendInt(dst, e, 10)
 	case e >= 0:
-		// An integer: the digits and e zeros (e ≤ plainMax).
+		// An integer: the digits, then e zeros.
 		dst = appendDigits(dst, digit, first, last)
 		for ; e > 0; e-- {
 			dst = append(dst, '0')

@@ -1,0 +1,291 @@
+package canonjson
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/shopspring/decimal"
+)
+
+func TestCanonicalize(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		// Whitespace and key order.
+		{` { "b" : 1 ,	"a" : [ 1 , 2 ] }
+`, `{"a":[1,2],"b":1}`},
+		{`{"b":{"d":1,"c":2},"a":{}}`, `{"a":{},"b":{"c":2,"d":1}}`},
+		{`[]`, `[]`},
+		{`{}`, `{}`},
+		{`[true,false,null]`, `[true,false,null]`},
+		// Keys sort by UTF-8 bytes of their unescaped text, not UTF-16.
+		{`{"é":1,"z":2,"Z":3,"\ud83d\ude00":4,"\uffff":5}`, `{"Z":3,"z":2,"é":1,"` + "\uffff" + `":5,"😀":4}`},
+		{`{"\u0062":1,"a":2}`, `{"a":2,"b":1}`},
+		{`{"a\u0000":1,"a":2}`, `{"a":2,"a\u0000":1}`},
+		// Strings: one escaping.
+		{`"\u0041"`, `"A"`},
+		{`"A"`, `"A"`},
+		{`"\/"`, `"/"`},
+		{`"\"\\"`, `"\"\\"`},
+		{`"\b\f\n\r\t"`, `"\b\f\n\r\t"`},
+		{`"\u0008\u000C\u000a"`, `"\b\f\n"`},
+		{`"\u0001\u001F\u007f"`, "\"\\u0001\\u001f\u007f\""},
+		{`"<>&\u003c\u2028"`, "\"<>&<\u2028\""},
+		{`"\u00e9"`, `"é"`},
+		{`"\ud83d\ude00"`, `"😀"`},
+		// Numbers.
+		{`412.5`, `412.5`},
+		{`412.50`, `412.5`},
+		{`4.1250e2`, `412.5`},
+		{`41250e-2`, `412.5`},
+		{`0.41250E+3`, `412.5`},
+		{`-0`, `0`},
+		{`0.0`, `0`},
+		{`0e5`, `0`},
+		{`-0.000e-7`, `0`},
+		{`1E2`, `100`},
+		{`100`, `100`},
+		{`1e+2`, `100`},
+		{`10.0e1`, `100`},
+		{`-1.5`, `-1.5`},
+		{`9007199254740993`, `9007199254740993`},
+		{`9007199254740992`, `9007199254740992`},
+		{`18446744073709551615`, `18446744073709551615`},
+		{`12345678901234567890.123`, `12345678901234567890.123`},
+		{`100000000000000000000`, `100000000000000000000`},
+		{`1e20`, `100000000000000000000`},
+		{`1e21`, `1e21`},
+		{`1.5e21`, `1500000000000000000000`},
+		{`1.5e22`, `15e21`},
+		{`123456789012345678901234`, `123456789012345678901234`},
+		{`0.000001`, `0.000001`},
+		{`1e-6`, `0.000001`},
+		{`0.0000012`, `0.0000012`},
+		{`1e-7`, `0.0000001`},
+		{`1e-8`, `1e-8`},
+		{`1.5E-7`, `0.00000015`},
+		{`1.5E-8`, `15e-9`},
+		{`0.000000015`, `15e-9`},
+		{`1e999999999`, `1e999999999`},
+		{`-1e-999999999`, `-1e-999999999`},
+		{`10e999999999`, `1e1000000000`},
+		{`1e00000000000000000000000000005`, `100000`},
+		{`1e123456789012345678901234567890`, `1e123456789012345678901234567890`},
+		{`120e-123456789012345678901234567890`, `12e-123456789012345678901234567889`},
+		{`-0.5`, `-0.5`},
+		{`3.14159`, `3.14159`},
+		{`[1.0,1,1e0,10e-1]`, `[1,1,1,1]`},
+	}
+	for _, tc := range tests {
+		got, err := Canonicalize([]byte(tc.in))
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if string(got) != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.in, got, tc.want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%s: output %s is not valid JSON", tc.in, got)
+		}
+	}
+}
+
+func TestCanonicalizeDistinct(t *testing.T) {
+	pairs := [][2]string{
+		{`9007199254740993`, `9007199254740992`},
+		{`0.1`, `0.10000000000000001`},
+		{`1e999999999`, `1e999999998`},
+		{`1e123456789012345678901234567890`, `1e123456789012345678901234567891`},
+		{`-1`, `1`},
+		{`"a"`, `"A"`},
+		{`{"a":1}`, `{"a":"1"}`},
+		{`[1,2]`, `[2,1]`},
+		{`1e21`, `100000000000000000000`},
+	}
+	for _, p := range pairs {
+		a, err1 := Canonicalize([]byte(p[0]))
+		b, err2 := Canonicalize([]byte(p[1]))
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if string(a) == string(b) {
+			t.Errorf("%s and %s both give %s", p[0], p[1], a)
+		}
+	}
+}
+
+func TestCanonicalizeErrors(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		{``, "invalid JSON"},
+		{`{`, "invalid JSON"},
+		{`{"a":1,}`, "invalid JSON"},
+		{`[1,]`, "invalid JSON"},
+		{`01`, "invalid JSON"},
+		{`1.`, "invalid JSON"},
+		{`.5`, "invalid JSON"},
+		{`+1`, "invalid JSON"},
+		{`1e`, "invalid JSON"},
+		{`nul`, "invalid JSON"},
+		{`"abc`, "invalid JSON"},
+		{`"\x"`, "invalid JSON"},
+		{`"\u12"`, "invalid JSON"},
+		{"\"a\x01\"", "invalid JSON"},
+		{`{} {}`, "invalid JSON"},
+		{`{"a" 1}`, "invalid JSON"},
+		{`{1:2}`, "invalid JSON"},
+		{`NaN`, "invalid JSON"},
+		{`{"a":1,"a":2}`, "duplicate key"},
+		{`{"a":1,"\u0061":2}`, "duplicate key"},
+		{`[{"x":{"a":1,"b":2,"a":3}}]`, "duplicate key"},
+		{"\"\xff\"", "invalid UTF-8"},
+		{"{\"\xc3\":1}", "invalid UTF-8"},
+		{`"\ud800"`, "invalid UTF-8"},
+		{`"\udc00\ud800"`, "invalid UTF-8"},
+		{"\"\xed\xa0\x80\"", "invalid UTF-8"},
+		{strings.Repeat("[", 10001) + strings.Repeat("]", 10001), "nesting deeper than 10000"},
+	}
+	for _, tc := range tests {
+		_, err := Canonicalize([]byte(tc.in))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			in := tc.in
+			if len(in) > 40 {
+				in = in[:40] + "..."
+			}
+			t.Errorf("%q: error %v, want %q", in, err, tc.want)
+		}
+	}
+	if _, err := Canonicalize([]byte(strings.Repeat("[", 10000) + strings.Repeat("]", 10000))); err != nil {
+		t.Errorf("depth 10000: %v", err)
+	}
+}
+
+func TestCanonicalizeDeepObjectsLinear(t *testing.T) {
+	// Each level has two members in reverse order, so every object is
+	// reordered; this must not cost time quadratic in the depth.
+	const depth = 9000
+	doc := strings.Repeat(`{"b":1,"a":`, depth) + `0` + strings.Repeat(`}`, depth)
+	got, err := Canonicalize([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Repeat(`{"a":`, depth) + `0` + strings.Repeat(`,"b":1}`, depth)
+	if string(got) != want {
+		t.Error("deep object rendered wrongly")
+	}
+}
+
+func TestMarshalAndDigest(t *testing.T) {
+	type Order struct {
+		Flight string          `json:"flight"`
+		Amount decimal.Decimal `json:"amount"`
+		Note   string          `json:"note"`
+		Meta   map[string]any  `json:"meta"`
+	}
+	a := Order{Flight: "BA123", Amount: decimal.RequireFromString("412.50"), Note: "<&>", Meta: map[string]any{"z": 1, "a": 2.50}}
+	b := Order{Flight: "BA123", Amount: decimal.RequireFromString("412.5"), Note: "<&>", Meta: map[string]any{"a": 2.5, "z": 1.0}}
+	ma, err := Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"amount":"412.5","flight":"BA123","meta":{"a":2.5,"z":1},"note":"<&>"}`; string(ma) != want {
+		t.Errorf("Marshal:\n got %s\nwant %s", ma, want)
+	}
+	da, err := Digest(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Digest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if da != db {
+		t.Errorf("decimal 412.50 and 412.5 give different digests: %s %s", da, db)
+	}
+	if !strings.HasPrefix(da, "sha256:") || len(da) != len("sha256:")+64 || strings.ToLower(da) != da {
+		t.Errorf("digest format %s", da)
+	}
+	// Known value: sha256 of `{"a":1}`.
+	d, err := Digest(map[string]int{"a": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sha256:015abd7f5cc57a2dd94b7590f04ad8084273905ee33ec5cebeae62276a97f862"; d != want {
+		t.Errorf("Digest = %s, want %s", d, want)
+	}
+	c := a
+	c.Amount = decimal.RequireFromString("412.51")
+	if dc, _ := Digest(c); dc == da {
+		t.Error("different amounts give the same digest")
+	}
+	if _, err := Marshal(make(chan int)); err == nil {
+		t.Error("Marshal(chan) succeeded")
+	}
+	if _, err := Digest(func() {}); err == nil {
+		t.Error("Digest(func) succeeded")
+	}
+}
+
+func FuzzCanonicalize(f *testing.F) {
+	for _, s := range []string{
+		`{"b":1,"a":[1,2,{"d":null,"c":true}]}`, `412.50`, `4.1250e2`, `-0.0e-0`, `1e999999999`,
+		`"\u0041\ud83d\ude00\n\u001f"`, `{"a":1,"a":2}`, "\"\xff\"", `[`, `{"\u00e9":"é"}`,
+		`12345678901234567890.123`, `1e-7`, `0.000001`, `[1e21,1e20,1E+2]`, `"<\u2028>"`,
+		`{"a":{"b":{"c":[[],{}]}}}`, `1e123456789012345678901234567890`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, err := Canonicalize(doc)
+		if err != nil {
+			return
+		}
+		if !json.Valid(doc) {
+			t.Fatalf("accepted input encoding/json finds invalid: %q", doc)
+		}
+		if !json.Valid(c) {
+			t.Fatalf("output not valid JSON: %q -> %q", doc, c)
+		}
+		c2, err := Canonicalize(c)
+		if err != nil {
+			t.Fatalf("canonical output refused: %q -> %q: %v", doc, c, err)
+		}
+		if string(c2) != string(c) {
+			t.Fatalf("not idempotent: %q -> %q -> %q", doc, c, c2)
+		}
+		if len(c) > 2*len(doc)+64 {
+			t.Fatalf("output much longer than input: %d -> %d", len(doc), len(c))
+		}
+	})
+}
+
+func BenchmarkCanonicalize(b *testing.B) {
+	doc := []byte(`{"flight":"BA123","seats":2,"amount":412.50,"date":"2024-05-01",
+		"passengers":[{"name":"A","age":30},{"name":"B\u00e9"}],"meta":{"z":1,"a":[true,null]}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if _, err := Canonicalize(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDigest(b *testing.B) {
+	type Booking struct {
+		Flight string          `json:"flight"`
+		Seats  int             `json:"seats"`
+		Amount decimal.Decimal `json:"amount"`
+		Date   string          `json:"date"`
+	}
+	v := Booking{"BA123", 2, decimal.RequireFromString("412.50"), "2024-05-01"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Digest(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
