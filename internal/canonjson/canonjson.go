@@ -25,8 +25,8 @@
 //     -0 and 0e5 → "0"; 1e20 → "100000000000000000000"; 1e21 → "1e21";
 //     1e-7 → "0.0000001"; 1.5e-8 → "15e-9"; 1e999999999 → "1e999999999".
 //     Equal values thus give equal text and different values different
-//     text, and the output is never much longer than the input, whatever
-//     the exponent.
+//     text, and no number grows by more than about 20 bytes, whatever its
+//     exponent.
 //
 // Nesting deeper than 10000 levels is refused, as encoding/json does.
 package canonjson
@@ -75,7 +75,9 @@ func Digest(v any) (string, error) {
 // JSON, duplicate keys and invalid UTF-8. Errors give byte offsets, never
 // document content.
 func Canonicalize(doc []byte) ([]byte, error) {
-	p := parser{doc: doc}
+	// Rough capacity guesses (a node per 8 bytes) save regrowth on small
+	// documents without reserving much on large ones.
+	p := parser{doc: doc, nodes: make([]node, 0, min(len(doc)/8+8, 1<<12)), arena: make([]byte, 0, 64)}
 	p.pos = jsonscan.SkipSpace(doc, 0)
 	if err := p.value(0); err != nil {
 		return nil, err
@@ -83,7 +85,7 @@ func Canonicalize(doc []byte) ([]byte, error) {
 	if p.pos = jsonscan.SkipSpace(doc, p.pos); p.pos != len(doc) {
 		return nil, p.syntaxError()
 	}
-	e := emitter{nodes: p.nodes, doc: doc, arena: p.arena}
+	e := emitter{nodes: p.nodes, doc: doc, arena: p.arena, keys: make([]int, 0, 32)}
 	e.out = make([]byte, 0, len(doc))
 	if _, err := e.emit(0); err != nil {
 		return nil, err

@@ -2,8 +2,13 @@ package canonjson
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/planexec/planexec/internal/jsonscan"
 
 	"github.com/shopspring/decimal"
 )
@@ -234,7 +239,7 @@ func FuzzCanonicalize(f *testing.F) {
 		`{"b":1,"a":[1,2,{"d":null,"c":true}]}`, `412.50`, `4.1250e2`, `-0.0e-0`, `1e999999999`,
 		`"\u0041\ud83d\ude00\n\u001f"`, `{"a":1,"a":2}`, "\"\xff\"", `[`, `{"\u00e9":"é"}`,
 		`12345678901234567890.123`, `1e-7`, `0.000001`, `[1e21,1e20,1E+2]`, `"<\u2028>"`,
-		`{"a":{"b":{"c":[[],{}]}}}`, `1e123456789012345678901234567890`,
+		`{"a":{"b":{"c":[[],{}]}}}`, `1e123456789012345678901234567890`, `[1e20,1e-7,1e20]`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -256,10 +261,94 @@ func FuzzCanonicalize(f *testing.F) {
 		if string(c2) != string(c) {
 			t.Fatalf("not idempotent: %q -> %q -> %q", doc, c, c2)
 		}
-		if len(c) > 2*len(doc)+64 {
+		if r1, ok := smallNumber(doc); ok {
+			r2, ok := new(big.Rat).SetString(string(c))
+			if !ok || r1.Cmp(r2) != 0 {
+				t.Fatalf("number changed value: %q -> %q", doc, c)
+			}
+		}
+		// "1e20" (4 bytes) becomes 21 bytes, the worst growth there is.
+		if len(c) > 6*len(doc)+32 {
 			t.Fatalf("output much longer than input: %d -> %d", len(doc), len(c))
 		}
 	})
+}
+
+// smallNumber parses doc as an exact rational when it is a lone number
+// literal with a short exponent, so that big.Rat can hold it cheaply.
+func smallNumber(doc []byte) (*big.Rat, bool) {
+	lit := strings.TrimSpace(string(doc))
+	if lit == "" || len(lit) > 200 {
+		return nil, false
+	}
+	if end, _ := jsonscan.ScanNumber([]byte(lit), 0); end != len(lit) {
+		return nil, false
+	}
+	if i := strings.IndexAny(lit, "eE"); i >= 0 && len(strings.TrimLeft(lit[i+1:], "+-0")) > 3 {
+		return nil, false
+	}
+	return new(big.Rat).SetString(lit)
+}
+
+// TestNumberSpellings writes random values in several equivalent ways and
+// checks that all give the same text, with the same value.
+func TestNumberSpellings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]string{}
+	for range 5000 {
+		n := 1 + rng.IntN(25)
+		digits := make([]byte, n)
+		for i := range digits {
+			digits[i] = byte('0' + rng.IntN(10))
+		}
+		if rng.IntN(3) == 0 {
+			digits[0] = '0' // a value below 1 once a point is inserted after it
+		}
+		exp := rng.IntN(81) - 40
+		sign := ""
+		if rng.IntN(2) == 0 {
+			sign = "-"
+		}
+		ds := strings.TrimLeft(string(digits), "0")
+		if ds == "" {
+			ds = "7" // zero has its own cases in TestCanonicalize
+		}
+		spellings := []string{
+			fmt.Sprintf("%s%se%d", sign, ds, exp),
+			fmt.Sprintf("%s%s000E%+d", sign, ds, exp-3),
+			fmt.Sprintf("%s%s.%s00e%d", sign, ds[:1], ds[1:]+"0", exp+len(ds)-1),
+			fmt.Sprintf("%s0.%s0E%d", sign, ds, exp+len(ds)),
+		}
+		if exp >= 0 {
+			spellings = append(spellings, sign+ds+strings.Repeat("0", exp))
+		} else if len(ds) > -exp {
+			spellings = append(spellings, sign+ds[:len(ds)+exp]+"."+ds[len(ds)+exp:])
+		} else {
+			spellings = append(spellings, sign+"0."+strings.Repeat("0", -exp-len(ds))+ds)
+		}
+		want, _ := new(big.Rat).SetString(spellings[0])
+		var first string
+		for _, sp := range spellings {
+			got, err := Canonicalize([]byte(sp))
+			if err != nil {
+				t.Fatalf("%s: %v", sp, err)
+			}
+			if first == "" {
+				first = string(got)
+			} else if string(got) != first {
+				t.Fatalf("%s gives %s, %s gives %s", spellings[0], first, sp, got)
+			}
+			if r, ok := new(big.Rat).SetString(string(got)); !ok || r.Cmp(want) != 0 {
+				t.Fatalf("%s gives %s, a different value", sp, got)
+			}
+		}
+		// Different values must never share a text.
+		key := want.RatString()
+		if prev, ok := seen[first]; ok && prev != key {
+			t.Fatalf("%s and %s both give %s", prev, key, first)
+		}
+		seen[first] = key
+	}
 }
 
 func BenchmarkCanonicalize(b *testing.B) {

@@ -2,9 +2,9 @@
 // strict decoder and the canonical encoder.
 //
 // Every function works on a byte slice and an offset and reports malformed
-// input by returning a negative offset, so callers never need to recover from
-// panics and never allocate on the happy path. The functions check syntax
-// only; what a value means is left to the caller.
+// input by returning a negative offset rather than panicking, and allocates
+// only into buffers its caller hands in. The functions check syntax only;
+// what a value means is left to the caller.
 package jsonscan
 
 import "unicode/utf8"

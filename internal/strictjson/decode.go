@@ -105,7 +105,11 @@ func (s *state) value(c *codec, v reflect.Value, depth int) {
 		}
 		if err := v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(b[start:s.pos]); err != nil {
 			// The error text may quote the document, so it is dropped.
-			s.violate("invalid value")
+			if c.typ == timeType {
+				s.violate("invalid RFC 3339 date-time")
+			} else {
+				s.violate("invalid value")
+			}
 		}
 	case kText:
 		if ch != '"' {

@@ -16,7 +16,7 @@ var problemRE = regexp.MustCompile(`^(unknown key|missing required key|duplicate
 	`expected (object|array|string|number|integer|boolean), got (object|array|string|number|boolean)|` +
 	`expected integer, got number with fraction or exponent|null is not allowed|` +
 	`(integer|number) out of range for [a-z0-9]+|not valid JSON|nesting deeper than [0-9]+|` +
-	`larger than [0-9]+ bytes|invalid UTF-8|invalid value|invalid key|invalid base64|expected exactly [0-9]+ items)$`)
+	`larger than [0-9]+ bytes|invalid UTF-8|invalid value|invalid RFC 3339 date-time|invalid key|invalid base64|expected exactly [0-9]+ items)$`)
 
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{

@@ -266,8 +266,8 @@ type candidate struct {
 	viaPtr   bool
 	optional bool
 	typ      reflect.Type
-	goName   string
-	twice    bool // reached through a struct type embedded more than once at one depth
+	path     string // Go path for error messages
+	twice    bool   // reached through a struct type embedded more than once at one depth
 }
 
 // structFields computes the JSON members of struct type t the way
@@ -364,7 +364,7 @@ func (b *builder) structFields(c *codec, t reflect.Type, path string) error {
 				}
 				found = append(found, candidate{
 					name: name, tagged: tagged, index: index, viaPtr: viaPtr,
-					optional: optional, typ: ft, goName: fpath, twice: l.count > 1,
+					optional: optional, typ: ft, path: fpath, twice: l.count > 1,
 				})
 			}
 		}
@@ -390,7 +390,7 @@ func (b *builder) structFields(c *codec, t reflect.Type, path string) error {
 
 	c.fields = make([]field, len(chosen))
 	for i, f := range chosen {
-		fc, err := b.codec(f.typ, f.goName)
+		fc, err := b.codec(f.typ, f.path)
 		if err != nil {
 			return err
 		}

@@ -30,6 +30,9 @@ const (
 	DefaultMaxDepth = 32
 	// DefaultMaxBytes is the size limit used when Limits.MaxBytes is 0.
 	DefaultMaxBytes = 1 << 20
+	// maxDepthCap bounds MaxDepth: encoding/json refuses deeper documents
+	// anyway, and it keeps recursion within reasonable stack use.
+	maxDepthCap = 10000
 	// MaxViolations is the most violations one Decode call reports; the
 	// scan stops once it has that many.
 	MaxViolations = 32
@@ -62,7 +65,8 @@ func (v Violation) String() string {
 // Limits bounds the work one document may cause.
 type Limits struct {
 	// MaxDepth is the deepest nesting of objects and arrays allowed; the
-	// root container is at depth 1. 0 (or less) means DefaultMaxDepth.
+	// root container is at depth 1. 0 (or less) means DefaultMaxDepth;
+	// values above 10000, encoding/json's own limit, count as 10000.
 	MaxDepth int
 	// MaxBytes is the largest document size allowed. 0 (or less) means
 	// DefaultMaxBytes.
@@ -101,6 +105,7 @@ func (d *Decoder) Decode(raw []byte, dst any, lim Limits) []Violation {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
+	maxDepth = min(maxDepth, maxDepthCap)
 
 	s := statePool.Get().(*state)
 	s.data, s.maxDepth = raw, maxDepth
