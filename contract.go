@@ -87,7 +87,7 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 			return nil, &ConfigurationError{Tool: tool, Problem: fmt.Sprintf("key argument %q is not an argument of %s", k, c.typ)}
 		}
 	}
-	if c.schema, err = strictSchema(c.typ); err != nil {
+	if c.schema, err = strictSchema(c.typ, tool); err != nil {
 		return nil, &ConfigurationError{Tool: tool, Problem: "cannot generate its JSON Schema: " + err.Error()}
 	}
 	return c, nil
@@ -228,23 +228,34 @@ func ruleViolations(err error) []Violation {
 }
 
 // namespacePointer turns validator's "Booking.passengers[0].name" into the
-// JSON Pointer "/passengers/0/name".
+// JSON Pointer "/passengers/0/name". A map key inside brackets is taken whole,
+// dots and all: it ends at the "]" that is followed by ".", "[" or the end.
 func namespacePointer(ns string) string {
 	_, rest, ok := strings.Cut(ns, ".")
 	if !ok {
 		return ""
 	}
 	var b strings.Builder
-	for _, part := range strings.Split(rest, ".") {
-		name, idx, _ := strings.Cut(part, "[")
-		b.WriteByte('/')
-		b.WriteString(escapePointer(name))
-		for idx != "" {
-			var seg string
-			seg, idx, _ = strings.Cut(idx, "]")
+	for i := 0; i < len(rest); {
+		switch rest[i] {
+		case '.':
+			i++
+		case '[':
+			j := i + 1
+			for j < len(rest) && !(rest[j] == ']' && (j+1 == len(rest) || rest[j+1] == '.' || rest[j+1] == '[')) {
+				j++
+			}
 			b.WriteByte('/')
-			b.WriteString(escapePointer(seg))
-			idx = strings.TrimPrefix(idx, "[")
+			b.WriteString(escapePointer(rest[i+1 : j]))
+			i = j + 1
+		default:
+			j := i
+			for j < len(rest) && rest[j] != '.' && rest[j] != '[' {
+				j++
+			}
+			b.WriteByte('/')
+			b.WriteString(escapePointer(rest[i:j]))
+			i = j
 		}
 	}
 	return b.String()
@@ -289,11 +300,17 @@ var decimalType = reflect.TypeFor[decimal.Decimal]()
 
 // strictSchema generates the JSON Schema of t with invopop/jsonschema and
 // makes it strict-mode ready.
-func strictSchema(t reflect.Type) (json.RawMessage, error) {
+//
+// A recursive type cannot be inlined: its schema refers to definitions in
+// "$defs", named "<tool>.<Type>" so that the definitions of several tools can
+// share one document (see PlanSchema).
+func strictSchema(t reflect.Type, tool string) (json.RawMessage, error) {
+	rec := recursive(t, map[reflect.Type]bool{})
 	r := &jsonschema.Reflector{
 		Anonymous:      true,
-		DoNotReference: !recursive(t, map[reflect.Type]bool{}),
+		DoNotReference: !rec,
 		ExpandedStruct: true,
+		Namer:          func(t reflect.Type) string { return tool + "." + t.Name() },
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			if t == decimalType {
 				return &jsonschema.Schema{Type: "number"}
@@ -305,6 +322,20 @@ func strictSchema(t reflect.Type) (json.RawMessage, error) {
 	s.Version = ""
 	seen := map[*jsonschema.Schema]bool{}
 	strictify(s, seen)
+	if rec {
+		// The root is expanded in place, but a recursive type refers to
+		// itself by name: give it a definition too.
+		name := tool + "." + t.Name()
+		if s.Definitions == nil {
+			s.Definitions = jsonschema.Definitions{}
+		}
+		if _, ok := s.Definitions[name]; !ok {
+			self := *s
+			self.Definitions = nil
+			seen[&self] = true
+			s.Definitions[name] = &self
+		}
+	}
 	for _, d := range s.Definitions {
 		strictify(d, seen)
 	}

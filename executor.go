@@ -478,6 +478,7 @@ func (r *Result) Outcome(step string, v any) error {
 type clearance struct {
 	decision *ApprovalDecision // a person's, when one cleared it
 	grant    string            // the autonomy grant it acts under
+	class    string            // the grant's action class
 	amount   decimal.Decimal   // what it counts against the grant
 }
 
@@ -662,7 +663,7 @@ func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, ev fun
 					why = "escalated by the autonomy ladder: " + dec.why
 				case Act:
 					ev(Event{Kind: EventAutonomyActed, StepID: id, Tool: tool, Grant: dec.grant.ID, Level: dec.grant.Level})
-					clr[i].grant, clr[i].amount = dec.grant.ID, dec.amount
+					clr[i].grant, clr[i].class, clr[i].amount = dec.grant.ID, class, dec.amount
 					inPlan[dec.grant.ID] = inPlan[dec.grant.ID].Add(dec.amount)
 					continue
 				}
@@ -809,10 +810,17 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 			}
 		}
 	}
-	for _, i := range v.order {
+	// Steps already on record release their dependents before anything is
+	// queued, so no step is queued twice.
+	for i := range n {
 		if finished[i] {
-			release(i)
-		} else if waiting[i] == 0 {
+			for _, j := range v.graph.Dependents(i) {
+				waiting[j]--
+			}
+		}
+	}
+	for _, i := range v.order {
+		if !finished[i] && waiting[i] == 0 {
 			ready = append(ready, i)
 		}
 	}
@@ -878,6 +886,7 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 		}
 	}
 	if clr.decision != nil && clr.decision.expired(now) {
+		ev(Event{Kind: EventApprovalDenied, StepID: id, Tool: tool, RecordID: clr.decision.RecordID, Approver: clr.decision.Approver, Detail: "the decision expired before the step ran"})
 		return StepResult{}, &ApprovalDeniedError{Step: id, Tool: tool, RecordID: clr.decision.RecordID, Approver: clr.decision.Approver, Why: "the decision expired before the step ran"}
 	}
 
@@ -912,7 +921,7 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 				_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
 			}
 			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant, Detail: err.Error()})
-			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Tenant: d.Tenant, Why: err.Error()}
+			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error()}
 		}
 	}
 

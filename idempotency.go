@@ -130,7 +130,7 @@ func (s *MemoryIdempotencyStore) Claim(_ context.Context, req ClaimRequest) (Cla
 	} else {
 		switch c.state {
 		case ClaimCompleted:
-			return Claim{State: ClaimCompleted, Epoch: c.epoch, Outcome: c.outcome}, nil
+			return Claim{State: ClaimCompleted, Epoch: c.epoch, Outcome: append(json.RawMessage(nil), c.outcome...)}, nil
 		case ClaimInDoubt:
 			return Claim{State: ClaimInDoubt, Epoch: c.epoch, Holder: c.holder}, nil
 		case ClaimAcquired:

@@ -155,11 +155,11 @@ func (s *iCountingStore) Extend(ctx context.Context, key planexec.Key, epoch int
 func TestAToolSeesTheSameKeyForTheSameArgumentsHoweverTheyAreWritten(t *testing.T) {
 	base := iKeySeen(t, "acme", "run-1", step("d1", "i_debit", `{"account":"ACC-9","amount":412.5,"units":3}`))
 	for _, args := range []string{
-		`{"units":3,"amount":412.5,"account":"ACC-9"}`,              // another key order
+		`{"units":3,"amount":412.5,"account":"ACC-9"}`,                    // another key order
 		"{ \"account\" : \"ACC-9\",\n\t\"amount\": 412.5 , \"units\":3 }", // whitespace
-		`{"account":"ACC-9","amount":412.50,"units":3}`,             // trailing zero of a decimal
-		`{"account":"ACC-9","amount":4.125e2,"units":3}`,            // exponent
-		`{"account":"ACC-\u0039","amount":412.5,"units":3}`,         // escaped character
+		`{"account":"ACC-9","amount":412.50,"units":3}`,                   // trailing zero of a decimal
+		`{"account":"ACC-9","amount":4.125e2,"units":3}`,                  // exponent
+		`{"account":"ACC-\u0039","amount":412.5,"units":3}`,               // escaped character
 	} {
 		if got := iKeySeen(t, "acme", "run-1", step("d1", "i_debit", args)); got != base {
 			t.Errorf("arguments %s: key %s, want %s (the same effect)", args, got, base)
@@ -422,11 +422,16 @@ func TestALongRunningToolKeepsItsClaimByRenewingTheLease(t *testing.T) {
 	}()
 	<-gate.entered
 	// Renewals come every third of a lease; after six the tool has run for
-	// about two leases, past the first one.
+	// about two leases, past the first one. Without renewals, give up
+	// waiting for them once many leases have passed.
+	giveUp := time.After(40 * lease)
+wait:
 	for store.extends.Load() < 6 {
 		select {
 		case err := <-done:
 			t.Fatalf("the first run ended while its tool was blocked: %v", err)
+		case <-giveUp:
+			break wait
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -447,6 +452,61 @@ func TestALongRunningToolKeepsItsClaimByRenewingTheLease(t *testing.T) {
 	}
 	if n := iCallsOf(r, "search_flights"); n != 1 {
 		t.Fatalf("search_flights ran %d times, want once", n)
+	}
+	if store.extends.Load() == 0 {
+		t.Errorf("the lease was never renewed")
+	}
+}
+
+func TestAnExpiredClaimIsTakenOverForAReversibleStepButLeftInDoubtForAnIrreversibleOne(t *testing.T) {
+	// A holder that crashed: its claim's lease has run out and it never
+	// completed or released the key.
+	for _, tc := range []struct {
+		name    string
+		step    planexec.Step
+		inDoubt bool
+	}{
+		{"reversible", step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`), false},
+		{"irreversible", step("b1", "book_flight", `{"flight":"BA117","seats":1}`), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			learn := &recorder{}
+			ex0, _ := newExecutor(t, learn, iIdem(&planexec.MemoryIdempotencyStore{}))
+			if _, err := ex0.Execute(ctx, iOne(tc.step)); err != nil {
+				t.Fatalf("learning run: %v", err)
+			}
+			key := planexec.Key{Tenant: "acme", Digest: learn.Calls()[0].Key}
+
+			store := &planexec.MemoryIdempotencyStore{}
+			crashed, err := store.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "crashed-replica", Lease: time.Nanosecond})
+			if err != nil || crashed.State != planexec.ClaimAcquired {
+				t.Fatalf("pre-claim: %+v, %v", crashed, err)
+			}
+			for !time.Now().After(crashed.LeaseExpires) {
+				time.Sleep(time.Millisecond)
+			}
+
+			r := &recorder{}
+			ex, _ := newExecutor(t, r, iEdits(iIdem(store), iHolder("worker-b")))
+			res, err := ex.Execute(ctx, iOne(tc.step))
+			if !tc.inDoubt {
+				if err != nil {
+					t.Fatalf("want the expired claim taken over, got %v", err)
+				}
+				if n := len(r.Calls()); n != 1 || res.Steps["s1"].Replayed {
+					t.Fatalf("want the tool called once by the new holder, got %v", toolNames(r.Calls()))
+				}
+				return
+			}
+			var ioe *planexec.IndeterminateOutcomeError
+			if !errors.As(err, &ioe) || !ioe.InDoubt || ioe.Holder != "crashed-replica" {
+				t.Fatalf("want *IndeterminateOutcomeError in doubt, left by crashed-replica; got %v", err)
+			}
+			if n := len(r.Calls()); n != 0 {
+				t.Fatalf("the irreversible tool was called %d times after its holder vanished", n)
+			}
+		})
 	}
 }
 

@@ -146,15 +146,32 @@ func Feedback(r *PlanValidationError) string {
 // of a union per tool, whose "tool" is a constant and whose "arguments" is
 // that tool's own schema, so a strict provider cannot emit an unknown tool or
 // a wrongly typed argument. The executor still validates everything.
+//
+// Definitions a tool's schema carries (those of recursive types, named after
+// the tool) are moved to the plan schema's own "$defs", where their
+// references point.
 func PlanSchema(tools []ToolSpec) json.RawMessage {
 	branches := make([]map[string]any, len(tools))
+	defs := map[string]json.RawMessage{}
 	for i, t := range tools {
+		args := t.Schema
+		var withDefs map[string]json.RawMessage
+		if json.Unmarshal(t.Schema, &withDefs) == nil && withDefs["$defs"] != nil {
+			var own map[string]json.RawMessage
+			if json.Unmarshal(withDefs["$defs"], &own) == nil {
+				for name, d := range own {
+					defs[name] = d
+				}
+				delete(withDefs, "$defs")
+				args, _ = json.Marshal(withDefs)
+			}
+		}
 		branches[i] = map[string]any{
 			"type": "object",
 			"properties": map[string]any{
 				"id":         map[string]any{"type": "string"},
 				"tool":       map[string]any{"type": "string", "const": t.Name},
-				"arguments":  t.Schema,
+				"arguments":  args,
 				"depends_on": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
 				"intent":     map[string]any{"type": "string"},
 			},
@@ -170,6 +187,9 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 		},
 		"required":             []string{"goal", "steps"},
 		"additionalProperties": false,
+	}
+	if len(defs) > 0 {
+		schema["$defs"] = defs
 	}
 	out, _ := json.Marshal(schema) // maps of strings and raw schemas always marshal
 	return out

@@ -3,7 +3,6 @@ package planexec
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"sync"
 	"time"
 )
@@ -111,6 +110,7 @@ func (s *MemoryPlanStore) SaveStep(_ context.Context, tenant, runID string, step
 	if !ok {
 		return ErrNoRecord
 	}
+	step.Outcome = append(json.RawMessage(nil), step.Outcome...)
 	rec.Steps[step.StepID] = step
 	if step.Finished.After(rec.Updated) {
 		rec.Updated = step.Finished
@@ -128,7 +128,11 @@ func (s *MemoryPlanStore) LoadPlan(_ context.Context, tenant, runID string) (*Pl
 	}
 	c := *rec
 	c.Plan = clonePlan(rec.Plan)
-	c.Steps = maps.Clone(rec.Steps)
+	c.Steps = make(map[string]StepRecord, len(rec.Steps))
+	for id, st := range rec.Steps {
+		st.Outcome = append(json.RawMessage(nil), st.Outcome...)
+		c.Steps[id] = st
+	}
 	return &c, nil
 }
 

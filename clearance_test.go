@@ -1,0 +1,1012 @@
+package planexec_test
+
+// Clearance: everything that decides, before the first step runs and again
+// just before each step runs, whether a step may touch the world — the
+// approval gate, recorded and pending decisions, the autonomy ladder and the
+// delegation.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+)
+
+// cPatience bounds how long a test waits for something that must happen. It
+// only turns a deadlock into a failure; no test measures time with it.
+const cPatience = 5 * time.Second
+
+// cClock is a clock the test moves by hand.
+type cClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func cNewClock() *cClock {
+	return &cClock{t: time.Date(2030, time.March, 4, 9, 0, 0, 0, time.UTC)}
+}
+
+func (c *cClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *cClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// cFind returns the index of the first event of kind for stepID ("" matches
+// any step), or -1.
+func cFind(es []planexec.Event, kind planexec.EventKind, stepID string) int {
+	for i, e := range es {
+		if e.Kind == kind && (stepID == "" || e.StepID == stepID) {
+			return i
+		}
+	}
+	return -1
+}
+
+// cNothingStarted fails the test if any step started or any tool was called.
+func cNothingStarted(t *testing.T, r *recorder, es []planexec.Event) {
+	t.Helper()
+	if cs := r.Calls(); len(cs) != 0 {
+		t.Errorf("tools were called: %v", toolNames(cs))
+	}
+	if n := count(es, planexec.EventStepStarted); n != 0 {
+		t.Errorf("%d STEP_STARTED events, want none: %v", n, kinds(es))
+	}
+}
+
+// cLastKind fails the test unless the last event is of kind.
+func cLastKind(t *testing.T, es []planexec.Event, kind planexec.EventKind) {
+	t.Helper()
+	if len(es) == 0 || es[len(es)-1].Kind != kind {
+		t.Errorf("last event is not %s: %v", kind, kinds(es))
+	}
+}
+
+// cLadder builds a ladder with a refunds class (amount and currency) and a
+// bookings class (no amount), holding grants.
+func cLadder(t *testing.T, grants ...planexec.Grant) *planexec.AutonomyLadder {
+	t.Helper()
+	l, err := planexec.NewAutonomyLadder(
+		planexec.ActionClass{Name: "refunds", Tools: []string{"refund"}, Amount: "amount", Currency: "currency"},
+		planexec.ActionClass{Name: "bookings", Tools: []string{"book_flight"}},
+	)
+	if err != nil {
+		t.Fatalf("NewAutonomyLadder: %v", err)
+	}
+	for _, g := range grants {
+		if err := l.Grant(g); err != nil {
+			t.Fatalf("Grant(%s): %v", g.ID, err)
+		}
+	}
+	return l
+}
+
+// cRefund is a refund step.
+func cRefund(id, order, amount, currency string, deps ...string) planexec.Step {
+	return step(id, "refund", fmt.Sprintf(`{"order":%q,"amount":%s,"currency":%q}`, order, amount, currency), deps...)
+}
+
+// cGBP100 is a ceiling of 100 GBP, per plan.
+func cGBP100() *planexec.Ceiling {
+	return &planexec.Ceiling{Amount: decimal.RequireFromString("100"), Currency: "GBP"}
+}
+
+// ---- the approval gate ----
+
+func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, nil)
+	plan := planexec.Plan{Goal: "get them to New York", Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		{ID: "s2", Tool: "book_flight", Arguments: json.RawMessage(`{ "seats": 1, "flight": "BA117" }`), DependsOn: []string{"s1"}, Intent: "hold the seat"},
+	}}
+
+	res, err := ex.Execute(context.Background(), plan)
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+
+	asked := gate.Asked()
+	if len(asked) != 1 {
+		t.Fatalf("the gate was asked %d times, want once (for the booking): %+v", len(asked), asked)
+	}
+	req := asked[0]
+	if req.StepID != "s2" || req.Tool != "book_flight" || !req.Irreversible {
+		t.Errorf("request is for step %q tool %q irreversible %v, want s2 book_flight true", req.StepID, req.Tool, req.Irreversible)
+	}
+	if req.RecordID == "" || req.ArgumentsDigest == "" {
+		t.Errorf("request is not bound to a record: RecordID %q ArgumentsDigest %q", req.RecordID, req.ArgumentsDigest)
+	}
+	if got, want := string(req.Arguments), `{"flight":"BA117","seats":1}`; got != want {
+		t.Errorf("request shows arguments %s, want the canonical %s", got, want)
+	}
+	if req.Why == "" {
+		t.Error("request does not say why a person is asked")
+	}
+	if req.RunID != "run-1" || req.Tenant != "acme" || req.User != "dana" || req.Agent != "courier" {
+		t.Errorf("request is for run %q tenant %q user %q agent %q", req.RunID, req.Tenant, req.User, req.Agent)
+	}
+	if req.PlanID != res.PlanID || req.Revision != res.Revision || req.Intent != "hold the seat" {
+		t.Errorf("request names plan %q rev %d intent %q; the run was plan %q rev %d", req.PlanID, req.Revision, req.Intent, res.PlanID, res.Revision)
+	}
+
+	if got := res.Steps["s2"].ApprovedBy; got != "dana" {
+		t.Errorf("s2 ApprovedBy = %q, want dana", got)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
+		t.Errorf("calls = %v", got)
+	}
+
+	es := ex.Events()
+	required := cFind(es, planexec.EventApprovalRequired, "s2")
+	granted := cFind(es, planexec.EventApprovalGranted, "s2")
+	started := cFind(es, planexec.EventStepStarted, "")
+	if required < 0 || granted < 0 || started < 0 || required >= granted || granted >= started {
+		t.Errorf("want APPROVAL_REQUIRED, then APPROVAL_GRANTED, then the first STEP_STARTED: %v", kinds(es))
+	}
+	if granted >= 0 && (es[granted].RecordID != req.RecordID || es[granted].Approver != "dana" || es[granted].Replayed) {
+		t.Errorf("APPROVAL_GRANTED = %+v, want record %s by dana, not replayed", es[granted], req.RecordID)
+	}
+}
+
+func TestTheApprovalRecordBindsTheArgumentsNotTheirSpelling(t *testing.T) {
+	ask := func(args string) planexec.ApprovalRequest {
+		t.Helper()
+		r := &recorder{}
+		ex, gate := newExecutor(t, r, nil)
+		_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}})
+		if err != nil {
+			t.Fatalf("Execute(%s): %v", args, err)
+		}
+		asked := gate.Asked()
+		if len(asked) != 1 {
+			t.Fatalf("asked %d times, want 1", len(asked))
+		}
+		return asked[0]
+	}
+	a := ask(`{"flight":"BA117","seats":1}`)
+	b := ask(`{ "seats" : 1, "flight" : "BA117" }`)
+	c := ask(`{"flight":"BA117","seats":2}`)
+	if a.RecordID != b.RecordID || a.ArgumentsDigest != b.ArgumentsDigest {
+		t.Errorf("the same arguments spelled differently give different records: %s/%s vs %s/%s", a.RecordID, a.ArgumentsDigest, b.RecordID, b.ArgumentsDigest)
+	}
+	if a.RecordID == c.RecordID || a.ArgumentsDigest == c.ArgumentsDigest {
+		t.Errorf("one seat and two seats share a record (%s) or digest (%s)", a.RecordID, a.ArgumentsDigest)
+	}
+}
+
+func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, nil)
+	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision {
+		if req.StepID == "s3" {
+			return req.Deny("dana", "too dear")
+		}
+		return req.Grant("dana")
+	}
+	plan := planexec.Plan{Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		step("s2", "book_flight", `{"flight":"BA117","seats":1}`, "s1"),
+		step("s3", "book_flight", `{"flight":"VS3","seats":1}`, "s2"),
+	}}
+
+	res, err := ex.Execute(context.Background(), plan)
+
+	var denied *planexec.ApprovalDeniedError
+	if !errors.As(err, &denied) {
+		t.Fatalf("err = %v, want *ApprovalDeniedError", err)
+	}
+	if denied.Step != "s3" || denied.Tool != "book_flight" || denied.Approver != "dana" {
+		t.Errorf("denial = %+v, want step s3 book_flight by dana", denied)
+	}
+	if res != nil && len(res.Steps) != 0 {
+		t.Errorf("result holds steps: %v", res.Steps)
+	}
+	asked := gate.Asked()
+	if len(asked) != 2 || asked[1].StepID != "s3" || denied.RecordID != asked[1].RecordID {
+		t.Errorf("asked %+v; the denial should name the record of s3", asked)
+	}
+	es := ex.Events()
+	cNothingStarted(t, r, es)
+	if cFind(es, planexec.EventApprovalDenied, "s3") < 0 {
+		t.Errorf("no APPROVAL_DENIED for s3: %v", kinds(es))
+	}
+	cLastKind(t, es, planexec.EventPlanFailed)
+}
+
+func TestADecisionNamingAnotherRecordClearsNothing(t *testing.T) {
+	// A decision taken for two seats, offered for a plan that books one.
+	other, otherGate := newExecutor(t, &recorder{}, nil)
+	otherGate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
+	_, err := other.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", `{"flight":"BA117","seats":2}`)}})
+	var pending *planexec.ApprovalPendingError
+	if !errors.As(err, &pending) || len(otherGate.Asked()) != 1 {
+		t.Fatalf("could not obtain the record for two seats: %v", err)
+	}
+	twoSeats := otherGate.Asked()[0].Grant("dana")
+
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, nil)
+	gate.answer = func(planexec.ApprovalRequest) planexec.ApprovalDecision { return twoSeats }
+	_, err = ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", `{"flight":"BA117","seats":1}`)}})
+
+	asked := gate.Asked()
+	if len(asked) != 1 || asked[0].RecordID == twoSeats.RecordID {
+		t.Fatalf("asked %+v; the one-seat record must differ from the two-seat one", asked)
+	}
+	var denied *planexec.ApprovalDeniedError
+	if !errors.As(err, &denied) {
+		t.Fatalf("err = %v, want *ApprovalDeniedError", err)
+	}
+	if denied.Step != "s1" || denied.RecordID != asked[0].RecordID {
+		t.Errorf("denial = %+v, want step s1 and the record asked about", denied)
+	}
+	es := ex.Events()
+	cNothingStarted(t, r, es)
+	if cFind(es, planexec.EventApprovalGranted, "") >= 0 {
+		t.Errorf("a decision for another record was taken as a grant: %v", kinds(es))
+	}
+}
+
+func TestAReversibleToolTheAgentListsGoesToThePerson(t *testing.T) {
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) {
+		c.Agent.ApprovalRequired = []string{"refund"}
+	})
+	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		cRefund("s2", "o-1", "12.50", "GBP"),
+	}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	asked := gate.Asked()
+	if len(asked) != 1 || asked[0].StepID != "s2" || asked[0].Tool != "refund" || asked[0].Irreversible {
+		t.Fatalf("asked %+v, want once for the reversible refund s2 only", asked)
+	}
+	if got := toolNames(r.Calls()); len(got) != 2 {
+		t.Errorf("calls = %v, want both steps", got)
+	}
+}
+
+func TestAnUnlistedReversibleToolIsNotSentToThePerson(t *testing.T) {
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, nil)
+	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		cRefund("s2", "o-1", "12.50", "GBP"),
+	}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if asked := gate.Asked(); len(asked) != 0 {
+		t.Errorf("the gate was asked about reversible steps: %+v", asked)
+	}
+	if got := toolNames(r.Calls()); len(got) != 2 {
+		t.Errorf("calls = %v, want both steps", got)
+	}
+	if res.Steps["s2"].ApprovedBy != "" {
+		t.Errorf("s2 claims approval by %q", res.Steps["s2"].ApprovedBy)
+	}
+	if n := count(ex.Events(), planexec.EventApprovalRequired); n != 0 {
+		t.Errorf("%d APPROVAL_REQUIRED events", n)
+	}
+}
+
+// ---- recorded decisions ----
+
+func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
+	approvals := &planexec.MemoryApprovalStore{}
+	plans := &planexec.MemoryPlanStore{}
+	shared := func(c *planexec.Config) { c.Approvals, c.Plans = approvals, plans }
+
+	down := errors.New("search is down")
+	r1 := &recorder{fail: func(tool string, _ any) error {
+		if tool == "search_flights" {
+			return down
+		}
+		return nil
+	}}
+	ex1, gate1 := newExecutor(t, r1, shared)
+	_, err := ex1.Execute(context.Background(), tripPlan())
+	if !errors.Is(err, down) {
+		t.Fatalf("first run: err = %v, want the search failure", err)
+	}
+	if len(gate1.Asked()) != 1 {
+		t.Fatalf("first run asked %d times, want 1", len(gate1.Asked()))
+	}
+	record := gate1.Asked()[0].RecordID
+
+	r2 := &recorder{}
+	ex2, gate2 := newExecutor(t, r2, shared)
+	res, err := ex2.Resume(context.Background())
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if asked := gate2.Asked(); len(asked) != 0 {
+		t.Errorf("the resume asked again: %+v", asked)
+	}
+	if got := toolNames(r2.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
+		t.Errorf("resume calls = %v", got)
+	}
+	es := ex2.Events()
+	i := cFind(es, planexec.EventApprovalGranted, "s2")
+	if i < 0 || !es[i].Replayed || es[i].RecordID != record || es[i].Approver != "dana" {
+		t.Errorf("want a replayed APPROVAL_GRANTED for s2 by dana: %+v", es)
+	}
+	if cFind(es, planexec.EventApprovalRequired, "") >= 0 {
+		t.Errorf("APPROVAL_REQUIRED on resume: %v", kinds(es))
+	}
+	if res.Steps["s2"].ApprovedBy != "dana" {
+		t.Errorf("s2 ApprovedBy = %q", res.Steps["s2"].ApprovedBy)
+	}
+}
+
+func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *testing.T) {
+	approvals := &planexec.MemoryApprovalStore{}
+	shared := func(c *planexec.Config) { c.Approvals, c.Plans = approvals, &planexec.MemoryPlanStore{} }
+
+	ex1, gate1 := newExecutor(t, &recorder{}, shared)
+	if _, err := ex1.Execute(context.Background(), tripPlan()); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	first := gate1.Asked()
+	if len(first) != 1 {
+		t.Fatalf("first run asked %d times", len(first))
+	}
+
+	// The same plan for the same run: the recorded decision clears it.
+	r2 := &recorder{}
+	ex2, gate2 := newExecutor(t, r2, shared)
+	if _, err := ex2.Execute(context.Background(), tripPlan()); err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if asked := gate2.Asked(); len(asked) != 0 {
+		t.Errorf("the same record was asked for again: %+v", asked)
+	}
+	es := ex2.Events()
+	if i := cFind(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
+		t.Errorf("want a replayed APPROVAL_GRANTED: %v", kinds(es))
+	}
+	if got := toolNames(r2.Calls()); len(got) != 2 {
+		t.Errorf("second run calls = %v", got)
+	}
+
+	// Two seats instead of one: another record, so the person is asked.
+	ex3, gate3 := newExecutor(t, &recorder{}, shared)
+	plan := tripPlan()
+	plan.Steps[1].Arguments = json.RawMessage(`{"flight":"BA117","seats":2}`)
+	if _, err := ex3.Execute(context.Background(), plan); err != nil {
+		t.Fatalf("third run: %v", err)
+	}
+	asked := gate3.Asked()
+	if len(asked) != 1 || asked[0].RecordID == first[0].RecordID {
+		t.Errorf("two seats: asked %+v, want once under a new record (not %s)", asked, first[0].RecordID)
+	}
+}
+
+// ---- expiring decisions ----
+
+func TestADecisionThatHadAlreadyExpiredClearsNothing(t *testing.T) {
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, nil)
+	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision {
+		d := req.Grant("dana")
+		d.Expires = time.Now().Add(-time.Minute)
+		return d
+	}
+	_, err := ex.Execute(context.Background(), tripPlan())
+	var denied *planexec.ApprovalDeniedError
+	if !errors.As(err, &denied) || denied.Step != "s2" {
+		t.Fatalf("err = %v, want *ApprovalDeniedError for s2", err)
+	}
+	es := ex.Events()
+	cNothingStarted(t, r, es)
+	if cFind(es, planexec.EventApprovalDenied, "s2") < 0 {
+		t.Errorf("no APPROVAL_DENIED: %v", kinds(es))
+	}
+}
+
+func TestADecisionThatExpiresBeforeItsStepRunsStopsThatStep(t *testing.T) {
+	clock := cNewClock()
+	r := &recorder{fail: func(tool string, _ any) error {
+		if tool == "search_flights" {
+			clock.Advance(2 * time.Minute) // the search takes longer than the approval lasts
+		}
+		return nil
+	}}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Now = clock.Now })
+	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision {
+		d := req.Grant("dana")
+		d.Expires = clock.Now().Add(time.Minute)
+		return d
+	}
+
+	res, err := ex.Execute(context.Background(), tripPlan())
+
+	var denied *planexec.ApprovalDeniedError
+	if !errors.As(err, &denied) {
+		t.Fatalf("err = %v, want *ApprovalDeniedError", err)
+	}
+	if denied.Step != "s2" || denied.Tool != "book_flight" {
+		t.Errorf("denial for step %q tool %q, want s2 book_flight", denied.Step, denied.Tool)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
+		t.Errorf("calls = %v, want the search only", got)
+	}
+	if res == nil || res.Complete {
+		t.Errorf("result = %+v, want an incomplete result", res)
+	}
+	es := ex.Events()
+	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+		t.Errorf("s2 started: %v", kinds(es))
+	}
+	// The record says why s2 did not run, as it does for a revoked grant.
+	if i := cFind(es, planexec.EventApprovalDenied, "s2"); i < 0 || es[i].RecordID != denied.RecordID {
+		t.Errorf("no APPROVAL_DENIED for s2 on the record: %v", kinds(es))
+	}
+	cLastKind(t, es, planexec.EventPlanFailed)
+}
+
+// ---- pending decisions ----
+
+func cPendingPlan() planexec.Plan {
+	return planexec.Plan{Goal: "two seats, two flights", Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		step("s2", "book_flight", `{"flight":"BA117","seats":1}`, "s1"),
+		step("s3", "book_flight", `{"flight":"VS3","seats":1}`, "s1"),
+	}}
+}
+
+// cExecutePending runs cPendingPlan against a gate that always answers
+// pending, and checks that nothing ran and the plan awaits approval.
+func cExecutePending(t *testing.T) (*planexec.Executor, *approve, *recorder, *planexec.ApprovalPendingError) {
+	t.Helper()
+	r := &recorder{}
+	plans := &planexec.MemoryPlanStore{}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Plans = plans })
+	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
+
+	_, err := ex.Execute(context.Background(), cPendingPlan())
+
+	var pending *planexec.ApprovalPendingError
+	if !errors.As(err, &pending) {
+		t.Fatalf("err = %v, want *ApprovalPendingError", err)
+	}
+	var steps []string
+	for _, req := range pending.Requests {
+		steps = append(steps, req.StepID)
+	}
+	if !slices.Equal(steps, []string{"s2", "s3"}) || pending.RunID != "run-1" || pending.Tenant != "acme" {
+		t.Errorf("pending = run %q tenant %q steps %v, want run-1 acme [s2 s3]", pending.RunID, pending.Tenant, steps)
+	}
+	es := ex.Events()
+	cNothingStarted(t, r, es)
+	if n := count(es, planexec.EventApprovalPending); n != 2 {
+		t.Errorf("%d APPROVAL_PENDING events, want 2: %v", n, kinds(es))
+	}
+	rec, err := plans.LoadPlan(context.Background(), "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	if rec.Status != planexec.PlanAwaitingApproval || len(rec.Plan.Steps) != 3 || len(rec.Steps) != 0 {
+		t.Errorf("stored plan: status %q, %d steps, %d results; want awaiting_approval, 3, 0", rec.Status, len(rec.Plan.Steps), len(rec.Steps))
+	}
+	return ex, gate, r, pending
+}
+
+func TestAPendingDecisionStoresThePlanAndResumeRunsItOnceGranted(t *testing.T) {
+	ex, gate, r, pending := cExecutePending(t)
+	ctx := context.Background()
+	for _, req := range pending.Requests {
+		if err := ex.Decide(ctx, req.Grant("dana")); err != nil {
+			t.Fatalf("Decide: %v", err)
+		}
+	}
+
+	res, err := ex.Resume(ctx)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if asked := gate.Asked(); len(asked) != 2 {
+		t.Errorf("the gate was asked %d times in all, want 2 (only before the decisions)", len(asked))
+	}
+	if !res.Complete || len(res.Steps) != 3 {
+		t.Errorf("result: complete %v, %d steps", res.Complete, len(res.Steps))
+	}
+	for _, id := range []string{"s2", "s3"} {
+		if res.Steps[id].ApprovedBy != "dana" {
+			t.Errorf("%s ApprovedBy = %q, want dana", id, res.Steps[id].ApprovedBy)
+		}
+	}
+	calls := toolNames(r.Calls())
+	slices.Sort(calls)
+	if !slices.Equal(calls, []string{"book_flight", "book_flight", "search_flights"}) {
+		t.Errorf("calls = %v", calls)
+	}
+	es := ex.Events()
+	resumed := cFind(es, planexec.EventPlanResumed, "")
+	if resumed < 0 {
+		t.Fatalf("no PLAN_RESUMED: %v", kinds(es))
+	}
+	for _, id := range []string{"s2", "s3"} {
+		i := cFind(es[resumed:], planexec.EventApprovalGranted, id)
+		if i < 0 || !es[resumed+i].Replayed {
+			t.Errorf("no replayed APPROVAL_GRANTED for %s after PLAN_RESUMED: %v", id, kinds(es))
+		}
+	}
+	cLastKind(t, es, planexec.EventPlanCompleted)
+}
+
+func TestAPendingDecisionThenDeniedRunsNothingOnResume(t *testing.T) {
+	ex, gate, r, pending := cExecutePending(t)
+	ctx := context.Background()
+	if err := ex.Decide(ctx, pending.Requests[0].Grant("dana")); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	if err := ex.Decide(ctx, pending.Requests[1].Deny("dana", "not that flight")); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+
+	_, err := ex.Resume(ctx)
+
+	var denied *planexec.ApprovalDeniedError
+	if !errors.As(err, &denied) {
+		t.Fatalf("err = %v, want *ApprovalDeniedError", err)
+	}
+	if denied.Step != "s3" || denied.Approver != "dana" {
+		t.Errorf("denial = %+v, want s3 by dana", denied)
+	}
+	if asked := gate.Asked(); len(asked) != 2 {
+		t.Errorf("the gate was asked %d times in all, want 2", len(asked))
+	}
+	cNothingStarted(t, r, ex.Events())
+}
+
+// ---- no gate ----
+
+func TestAStepThatNeedsAPersonWithNoGateIsAConfigurationError(t *testing.T) {
+	r := &recorder{}
+	ladder := cLadder(t, planexec.Grant{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelAskAlways})
+	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+		c.Ladder = ladder
+		c.Gate = nil
+	})
+
+	_, err := ex.Execute(context.Background(), tripPlan())
+
+	var conf *planexec.ConfigurationError
+	if !errors.As(err, &conf) {
+		t.Fatalf("err = %v, want *ConfigurationError", err)
+	}
+	if conf.Tool != "book_flight" {
+		t.Errorf("configuration error names tool %q, want book_flight", conf.Tool)
+	}
+	cNothingStarted(t, r, ex.Events())
+}
+
+// ---- the autonomy ladder ----
+
+func TestAGrantWithinItsCeilingActsWithoutAskingAnyone(t *testing.T) {
+	r := &recorder{}
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()})
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+
+	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "40", "GBP")}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if asked := gate.Asked(); len(asked) != 0 {
+		t.Errorf("the gate was asked: %+v", asked)
+	}
+	if got := res.Steps["s1"].Grant; got != "g-refunds" {
+		t.Errorf("s1 Grant = %q, want g-refunds", got)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"refund"}) {
+		t.Errorf("calls = %v", got)
+	}
+	es := ex.Events()
+	i := cFind(es, planexec.EventAutonomyActed, "s1")
+	if i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
+		t.Errorf("want AUTONOMY_ACTED for s1 under g-refunds at act_within_limits: %+v", es)
+	}
+	if i >= cFind(es, planexec.EventStepStarted, "s1") {
+		t.Errorf("AUTONOMY_ACTED does not come before the step started: %v", kinds(es))
+	}
+}
+
+func TestAnIrreversibleToolTheLadderClassifiesActsUnderAGrantWithNoGate(t *testing.T) {
+	r := &recorder{}
+	ladder := cLadder(t, planexec.Grant{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelActAndReport})
+	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+		c.Ladder = ladder
+		c.Gate = nil
+	})
+	res, err := ex.Execute(context.Background(), tripPlan())
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if res.Steps["s2"].Grant != "g-book" || res.Steps["s2"].ApprovedBy != "" {
+		t.Errorf("s2 = %+v, want it run under g-book with no approver", res.Steps["s2"])
+	}
+	es := ex.Events()
+	if i := cFind(es, planexec.EventAutonomyActed, "s2"); i < 0 || es[i].Level != planexec.LevelActAndReport {
+		t.Errorf("want AUTONOMY_ACTED at act_and_report for s2: %v", kinds(es))
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
+		t.Errorf("calls = %v", got)
+	}
+}
+
+func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
+	r := &recorder{}
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelAskAlways})
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+
+	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	asked := gate.Asked()
+	if len(asked) != 1 || asked[0].StepID != "s1" || asked[0].Class != "refunds" || asked[0].Why == "" {
+		t.Fatalf("asked %+v, want once for s1 of class refunds, with a reason", asked)
+	}
+	if res.Steps["s1"].ApprovedBy != "dana" || res.Steps["s1"].Grant != "" {
+		t.Errorf("s1 = %+v, want cleared by dana, not under a grant", res.Steps["s1"])
+	}
+	es := ex.Events()
+	esc := cFind(es, planexec.EventAutonomyEscalated, "s1")
+	req := cFind(es, planexec.EventApprovalRequired, "s1")
+	if esc < 0 || req < 0 || esc > req {
+		t.Errorf("want AUTONOMY_ESCALATED then APPROVAL_REQUIRED: %v", kinds(es))
+	}
+	if cFind(es, planexec.EventAutonomyActed, "") >= 0 {
+		t.Errorf("an ask_always grant acted: %v", kinds(es))
+	}
+	if len(r.Calls()) != 1 {
+		t.Errorf("calls = %v", toolNames(r.Calls()))
+	}
+}
+
+// cRefused runs a search and then a refund under ladder, for tenant and
+// user, and checks that the ladder refused the refund before anything ran.
+func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user string) {
+	t.Helper()
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) {
+		c.Ladder = ladder
+		c.Delegation.Tenant, c.Delegation.User = tenant, user
+	})
+	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		cRefund("s2", "o-1", "5", "GBP", "s1"),
+	}})
+	var refused *planexec.AutonomyRefusedError
+	if !errors.As(err, &refused) {
+		t.Fatalf("err = %v, want *AutonomyRefusedError", err)
+	}
+	if refused.Step != "s2" || refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != tenant {
+		t.Errorf("refusal = %+v, want s2 refund refunds %s", refused, tenant)
+	}
+	if asked := gate.Asked(); len(asked) != 0 {
+		t.Errorf("a refused step went to the gate: %+v", asked)
+	}
+	es := ex.Events()
+	cNothingStarted(t, r, es)
+	if cFind(es, planexec.EventAutonomyRefused, "s2") < 0 {
+		t.Errorf("no AUTONOMY_REFUSED for s2: %v", kinds(es))
+	}
+	cLastKind(t, es, planexec.EventPlanFailed)
+}
+
+// cActs runs one refund under ladder for tenant and user, and checks that it
+// acted under grant.
+func cActs(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user, grant string) {
+	t.Helper()
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) {
+		c.Ladder = ladder
+		c.Delegation.Tenant, c.Delegation.User = tenant, user
+	})
+	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
+	if err != nil {
+		t.Fatalf("Execute for %s/%s: %v", tenant, user, err)
+	}
+	if res.Steps["s1"].Grant != grant || len(gate.Asked()) != 0 || len(r.Calls()) != 1 {
+		t.Errorf("for %s/%s: s1 grant %q, asked %d, called %d; want acted under %s", tenant, user, res.Steps["s1"].Grant, len(gate.Asked()), len(r.Calls()), grant)
+	}
+}
+
+func TestWithNoGrantForTheTenantTheLadderRefusesAndNothingRuns(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-globex", Tenant: "globex", Class: "refunds", Level: planexec.LevelActWithinLimits})
+	cRefused(t, ladder, "acme", "dana")
+}
+
+func TestAnExpiredGrantRefuses(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-old", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits,
+		Expires: time.Now().Add(-time.Hour)})
+	cRefused(t, ladder, "acme", "dana")
+}
+
+func TestAGrantForAnotherUserDoesNotApply(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-bob", Tenant: "acme", User: "bob", Class: "refunds", Level: planexec.LevelActWithinLimits})
+	cRefused(t, ladder, "acme", "dana")
+	cActs(t, ladder, "acme", "bob", "g-bob")
+}
+
+func TestAGrantWithSubTenantsCoversTheTenantsBelowIt(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits})
+	cActs(t, ladder, "acme/eu", "dana", "g-acme")
+	cActs(t, ladder, "acme", "dana", "g-acme")
+}
+
+func TestAGrantWithoutSubTenantsCoversOnlyItsOwnTenant(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits})
+	cRefused(t, ladder, "acme/eu", "dana")
+	// "acme" must not cover "acmecorp" either, with or without SubTenants.
+	sub := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits})
+	cRefused(t, sub, "acmecorp", "dana")
+}
+
+// cEscalates runs the refund steps under ladder and checks that the gate was
+// asked exactly about the steps in escalated, each after AUTONOMY_ESCALATED.
+func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.Step, escalated ...string) *planexec.Executor {
+	t.Helper()
+	r := &recorder{}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+	if _, err := ex.Execute(context.Background(), planexec.Plan{Steps: steps}); err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	var asked []string
+	for _, req := range gate.Asked() {
+		asked = append(asked, req.StepID)
+	}
+	if !slices.Equal(asked, escalated) {
+		t.Errorf("the gate was asked about %v, want %v", asked, escalated)
+	}
+	es := ex.Events()
+	for _, id := range escalated {
+		if cFind(es, planexec.EventAutonomyEscalated, id) < 0 {
+			t.Errorf("no AUTONOMY_ESCALATED for %s: %v", id, kinds(es))
+		}
+	}
+	if len(r.Calls()) != len(steps) {
+		t.Errorf("calls = %v, want every step run once cleared", toolNames(r.Calls()))
+	}
+	return ex
+}
+
+func TestARefundInAnotherCurrencyEscalates(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()})
+	cEscalates(t, ladder, []planexec.Step{cRefund("s1", "o-1", "10", "EUR")}, "s1")
+}
+
+func TestANegativeAmountEscalates(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()})
+	cEscalates(t, ladder, []planexec.Step{cRefund("s1", "o-1", "-5", "GBP")}, "s1")
+}
+
+func TestCeilingsAddUpAcrossTheStepsOfOnePlan(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()})
+	ex := cEscalates(t, ladder, []planexec.Step{
+		cRefund("s1", "o-1", "40", "GBP"),
+		cRefund("s2", "o-2", "40", "GBP", "s1"),
+		cRefund("s3", "o-3", "40", "GBP", "s2"),
+	}, "s3")
+	es := ex.Events()
+	for _, id := range []string{"s1", "s2"} {
+		if cFind(es, planexec.EventAutonomyActed, id) < 0 {
+			t.Errorf("%s did not act: %v", id, kinds(es))
+		}
+	}
+	if cFind(es, planexec.EventAutonomyActed, "s3") >= 0 {
+		t.Errorf("s3 acted past the ceiling: %v", kinds(es))
+	}
+}
+
+func TestSpendingWithinTheWindowCountsAgainstTheNextPlan(t *testing.T) {
+	ceiling := cGBP100()
+	ceiling.Window = 24 * time.Hour
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: ceiling})
+
+	first, gate := newExecutor(t, &recorder{}, func(c *planexec.Config) { c.Ladder = ladder; c.Delegation.RunID = "run-a" })
+	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "70", "GBP")}}); err != nil {
+		t.Fatalf("first plan: %v", err)
+	}
+	if len(gate.Asked()) != 0 || cFind(first.Events(), planexec.EventAutonomyActed, "s1") < 0 {
+		t.Fatalf("the first refund of 70 should act: %v", kinds(first.Events()))
+	}
+
+	// 70 already spent; 40 more would pass 100.
+	second := cEscalates(t, ladder, []planexec.Step{cRefund("s1", "o-2", "40", "GBP")}, "s1")
+	if cFind(second.Events(), planexec.EventAutonomyActed, "") >= 0 {
+		t.Errorf("the second plan acted past the window's headroom: %v", kinds(second.Events()))
+	}
+}
+
+func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits})
+	var revoked atomic.Bool
+	r := &recorder{fail: func(tool string, _ any) error {
+		if tool == "search_flights" {
+			revoked.Store(ladder.Revoke("g-refunds"))
+		}
+		return nil
+	}}
+	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+
+	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+		cRefund("s2", "o-1", "5", "GBP", "s1"),
+	}})
+
+	if !revoked.Load() {
+		t.Fatal("the grant was not there to revoke")
+	}
+	var refused *planexec.AutonomyRefusedError
+	if !errors.As(err, &refused) || refused.Step != "s2" {
+		t.Fatalf("err = %v, want *AutonomyRefusedError for s2", err)
+	}
+	if refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != "acme" {
+		t.Errorf("refusal = %+v, want tool refund, class refunds, tenant acme", refused)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
+		t.Errorf("calls = %v, want the search only", got)
+	}
+	if len(gate.Asked()) != 0 {
+		t.Errorf("asked %+v", gate.Asked())
+	}
+	es := ex.Events()
+	if cFind(es, planexec.EventAutonomyActed, "s2") < 0 || cFind(es, planexec.EventAutonomyRefused, "s2") < 0 {
+		t.Errorf("want s2 acted at clearance and refused at dispatch: %v", kinds(es))
+	}
+	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+		t.Errorf("s2 started: %v", kinds(es))
+	}
+}
+
+func TestALadderWithAToolInTwoClassesIsAConfigurationError(t *testing.T) {
+	_, err := planexec.NewAutonomyLadder(
+		planexec.ActionClass{Name: "refunds", Tools: []string{"refund"}},
+		planexec.ActionClass{Name: "money", Tools: []string{"refund"}},
+	)
+	var conf *planexec.ConfigurationError
+	if !errors.As(err, &conf) || conf.Tool != "refund" {
+		t.Fatalf("err = %v, want *ConfigurationError naming refund", err)
+	}
+}
+
+func TestAGrantForAnUnknownClassOrLevelIsRefused(t *testing.T) {
+	ladder := cLadder(t)
+	for name, g := range map[string]planexec.Grant{
+		"unknown class": {ID: "g1", Tenant: "acme", Class: "lodging", Level: planexec.LevelActWithinLimits},
+		"unknown level": {ID: "g2", Tenant: "acme", Class: "refunds", Level: "act_freely"},
+	} {
+		if err := ladder.Grant(g); err == nil {
+			t.Errorf("%s: Grant accepted %+v", name, g)
+		}
+	}
+	// Neither grant took effect: a refund is still refused.
+	cRefused(t, ladder, "acme", "dana")
+}
+
+// ---- the delegation ----
+
+func TestAChildDelegationMayOnlyNarrow(t *testing.T) {
+	end := time.Date(2030, time.March, 4, 18, 0, 0, 0, time.UTC)
+	parent := planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana", Agent: "courier",
+		Scope: []string{"search_flights", "book_flight"}, Expires: end}
+
+	child, err := parent.Delegate("booker", []string{"book_flight"}, end.Add(-time.Hour))
+	if err != nil {
+		t.Fatalf("a narrower child was refused: %v", err)
+	}
+	if child.Agent != "booker" || child.RunID != "run-1" || child.Tenant != "acme" || child.User != "dana" ||
+		!slices.Equal(child.Scope, []string{"book_flight"}) || !child.Expires.Equal(end.Add(-time.Hour)) {
+		t.Errorf("child = %+v", child)
+	}
+	if _, err := parent.Delegate("booker", []string{"book_flight", "refund"}, end); err == nil {
+		t.Error("a child with a tool outside the parent's scope was accepted")
+	}
+	if _, err := parent.Delegate("booker", nil, end); err == nil {
+		t.Error("an unscoped child of a scoped parent was accepted")
+	}
+	if _, err := parent.Delegate("booker", []string{"book_flight"}, end.Add(time.Minute)); err == nil {
+		t.Error("a child outliving its parent was accepted")
+	}
+	if _, err := parent.Delegate("booker", []string{"book_flight"}, time.Time{}); err == nil {
+		t.Error("a child that never expires was accepted under a parent that does")
+	}
+	if _, err := child.Delegate("clerk", []string{"search_flights"}, end.Add(-2*time.Hour)); err == nil {
+		t.Error("a grandchild regained a tool its parent had given up")
+	}
+}
+
+func TestADelegationThatExpiresBetweenStepsStopsTheNextStep(t *testing.T) {
+	clock := cNewClock()
+	r := &recorder{fail: func(tool string, _ any) error {
+		if tool == "search_flights" {
+			clock.Advance(2 * time.Minute)
+		}
+		return nil
+	}}
+	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+		c.Now = clock.Now
+		c.Delegation.Expires = clock.Now().Add(time.Minute)
+	})
+
+	_, err := ex.Execute(context.Background(), tripPlan())
+
+	var de *planexec.DelegationError
+	if !errors.As(err, &de) {
+		t.Fatalf("err = %v, want *DelegationError", err)
+	}
+	if de.Step != "s2" || de.Tool != "book_flight" || de.RunID != "run-1" {
+		t.Errorf("delegation error = %+v, want run-1 s2 book_flight", de)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
+		t.Errorf("calls = %v, want the search only", got)
+	}
+	es := ex.Events()
+	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+		t.Errorf("s2 started: %v", kinds(es))
+	}
+	cLastKind(t, es, planexec.EventPlanFailed)
+}
+
+func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
+	errRevoked := errors.New("dana revoked the courier")
+	var searched atomic.Bool
+	var authorized []string
+	var mu sync.Mutex
+	r := &recorder{fail: func(tool string, _ any) error {
+		if tool == "search_flights" {
+			searched.Store(true)
+		}
+		return nil
+	}}
+	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+		c.Authorizer = planexec.AuthorizerFunc(func(_ context.Context, d planexec.Delegation, s planexec.Step) error {
+			mu.Lock()
+			authorized = append(authorized, d.RunID+"/"+s.ID)
+			mu.Unlock()
+			if searched.Load() {
+				return errRevoked
+			}
+			return nil
+		})
+	})
+
+	_, err := ex.Execute(context.Background(), tripPlan())
+
+	var de *planexec.DelegationError
+	if !errors.As(err, &de) || de.Step != "s2" {
+		t.Fatalf("err = %v, want *DelegationError for s2", err)
+	}
+	if !errors.Is(err, errRevoked) {
+		t.Errorf("err = %v does not wrap the authorizer's error", err)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
+		t.Errorf("calls = %v, want the search only", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(authorized, []string{"run-1/s1", "run-1/s2"}) {
+		t.Errorf("the authorizer was asked about %v, want each step just before it ran", authorized)
+	}
+}
