@@ -7,16 +7,10 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 
-	"github.com/planexec/planexec/internal/canonjson"
-	"github.com/planexec/planexec/internal/dag"
 	"github.com/planexec/planexec/llm"
 )
 
@@ -211,231 +205,6 @@ func (ex *Executor) Usage() llm.Usage {
 	return ex.usage
 }
 
-// ---- validation ----
-
-// vplan is a plan that passed validation, with what execution needs.
-type vplan struct {
-	plan  Plan
-	steps []vstep
-	graph *dag.Graph
-	order []int
-}
-
-type vstep struct {
-	step  *Step
-	entry *entry
-	args  decoded
-	key   Key
-}
-
-// Validate checks the whole plan and returns a *PlanValidationError for the
-// first thing wrong, in this order: empty, too_long, then per step
-// (malformed id, duplicate_id, unknown_tool, not_allowed, arguments), then
-// dependency and cycle. It never panics and costs O(steps + edges) plus the
-// size of the arguments.
-func (ex *Executor) Validate(plan Plan) error {
-	if _, err := ex.validate(&plan, nil); err != nil {
-		return err
-	}
-	return nil
-}
-
-func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
-	d := &ex.cfg.Delegation
-	lim := ex.cfg.Limits
-	refuse := func(r Reason, step, tool string, vs ...Violation) *PlanValidationError {
-		return &PlanValidationError{Reason: r, Step: step, Tool: tool, Violations: vs, Payload: payload,
-			RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision}
-	}
-	if len(plan.Steps) == 0 {
-		return nil, refuse(ReasonEmpty, "", "")
-	}
-	if len(plan.Steps) > lim.MaxSteps {
-		return nil, refuse(ReasonTooLong, "", "", Violation{Path: "/steps",
-			Problem: fmt.Sprintf("%d steps, more than the %d allowed", len(plan.Steps), lim.MaxSteps)})
-	}
-	v := &vplan{plan: *plan, steps: make([]vstep, len(plan.Steps))}
-	index := make(map[string]int, len(plan.Steps))
-	for i := range plan.Steps {
-		s := &plan.Steps[i]
-		if problem := ex.checkID(s.ID); problem != "" {
-			return nil, refuse(ReasonMalformed, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Problem: problem})
-		}
-		if _, dup := index[s.ID]; dup {
-			return nil, refuse(ReasonDuplicateID, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Problem: "another step has this id"})
-		}
-		index[s.ID] = i
-		e, ok := ex.tools[s.Tool]
-		if !ok {
-			return nil, refuse(ReasonUnknownTool, s.ID, s.Tool)
-		}
-		if !e.allowed {
-			return nil, refuse(ReasonNotAllowed, s.ID, s.Tool)
-		}
-		args, vs := e.contract.decode(s.Arguments, lim)
-		if vs != nil {
-			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
-		}
-		v.steps[i] = vstep{step: &v.plan.Steps[i], entry: e, args: args}
-	}
-	deps := make([][]int, len(plan.Steps))
-	for i := range plan.Steps {
-		s := &plan.Steps[i]
-		for j, dep := range s.DependsOn {
-			k, ok := index[dep]
-			if !ok {
-				return nil, refuse(ReasonDependency, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Problem: "waits on a step nobody planned"})
-			}
-			if k == i {
-				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Problem: "the step waits on itself"})
-			}
-			deps[i] = append(deps[i], k)
-		}
-	}
-	v.graph = dag.New(deps)
-	order, blocked := v.graph.Order()
-	if blocked != nil {
-		inCycle := v.graph.InCycle(blocked)
-		vs := make([]Violation, len(blocked))
-		first := -1
-		for n, b := range blocked {
-			what := "waits on a step in a cycle"
-			if inCycle[n] {
-				what = "is in a cycle"
-				if first < 0 {
-					first = b
-				}
-			}
-			vs[n] = Violation{Path: fmt.Sprintf("/steps/%d", b), Problem: fmt.Sprintf("step %s %s", quote(plan.Steps[b].ID), what)}
-		}
-		s := plan.Steps[first]
-		return nil, refuse(ReasonCycle, s.ID, s.Tool, vs...)
-	}
-	v.order = order
-	return v, nil
-}
-
-// prepare renders what execution digests — canonical arguments for the
-// ladder and approval records, idempotency keys — once per step, and only
-// when something will read it.
-func (ex *Executor) prepare(v *vplan) error {
-	if ex.cfg.Idempotency == nil && ex.cfg.Ladder == nil && ex.cfg.Gate == nil {
-		return nil
-	}
-	d := &ex.cfg.Delegation
-	for i := range v.steps {
-		s := &v.steps[i]
-		if vs := s.entry.contract.render(&s.args); vs != nil {
-			return &PlanValidationError{Reason: ReasonArguments, Step: s.step.ID, Tool: s.step.Tool, Violations: vs,
-				RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
-		}
-		if ex.cfg.Idempotency == nil {
-			continue
-		}
-		key, err := canonjson.Digest(keyMaterial{Tenant: d.Tenant, Run: d.RunID, Tool: s.step.Tool, Arguments: s.args.keyJSON})
-		if err != nil {
-			return fmt.Errorf("planexec: digesting the key of step %s: %w", quote(s.step.ID), err)
-		}
-		s.key = Key{Tenant: d.Tenant, Digest: key}
-	}
-	return nil
-}
-
-// firstViolation summarises a refusal for an event: paths and problems only.
-func firstViolation(e *PlanValidationError) string {
-	if len(e.Violations) == 0 {
-		return ""
-	}
-	s := e.Violations[0].String()
-	if n := len(e.Violations) - 1; n > 0 {
-		s += fmt.Sprintf(" (and %d more)", n)
-	}
-	return s
-}
-
-// keyMaterial is what an idempotency key digests.
-type keyMaterial struct {
-	Tenant    string          `json:"tenant"`
-	Run       string          `json:"run"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
-}
-
-func (ex *Executor) checkID(id string) string {
-	switch {
-	case id == "":
-		return "a step needs an id"
-	case len(id) > ex.cfg.Limits.MaxIDLength:
-		return fmt.Sprintf("step id longer than %d bytes", ex.cfg.Limits.MaxIDLength)
-	case !utf8.ValidString(id):
-		return "step id is not valid UTF-8"
-	}
-	for _, r := range id {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
-			return "step id holds a space or control character"
-		}
-	}
-	return ""
-}
-
-// ---- planning ----
-
-// Planned asks planner for a plan for task, validates it, and on refusal asks
-// again with the refusal as feedback, at most MaxReplans more times. Each
-// attempt is a new revision of one plan id. Malformed output counts as an
-// attempt. Past the allowance it returns a *PlanValidationError with
-// ReasonReplan, wrapping the last refusal. An error from the planner itself
-// (a provider outage) is returned as it is.
-func (ex *Executor) Planned(ctx context.Context, planner Planner, task string) (Plan, error) {
-	d := &ex.cfg.Delegation
-	planID := uuid.NewString()
-	var refusals []*PlanValidationError
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return Plan{}, err
-		}
-		resp, err := planner.Plan(ctx, PlanRequest{Task: task, Tools: ex.Catalog(), Attempt: attempt, Refusals: refusals})
-		if err != nil {
-			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
-		}
-		ex.rec.mu.Lock()
-		ex.usage = ex.usage.Add(resp.Usage)
-		ex.rec.mu.Unlock()
-		usage := resp.Usage
-		plan, perr := ex.decodeAndValidate(resp.Payload, planID, attempt)
-		if perr == nil {
-			ex.rec.emit(Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
-				Detail: fmt.Sprintf("%d steps", len(plan.Steps))})
-			return plan, nil
-		}
-		perr.Attempts = attempt
-		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
-			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
-		refusals = append(refusals, perr)
-		if attempt > ex.cfg.MaxReplans {
-			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
-				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
-		}
-		ex.rec.emit(Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
-	}
-}
-
-func (ex *Executor) decodeAndValidate(payload []byte, planID string, revision int) (Plan, *PlanValidationError) {
-	plan, err := DecodePlan(payload, ex.cfg.Limits)
-	if err != nil {
-		perr := err.(*PlanValidationError)
-		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = ex.cfg.Delegation.RunID, ex.cfg.Delegation.Tenant, planID, revision
-		return Plan{}, perr
-	}
-	plan.ID, plan.Revision = planID, revision
-	if _, perr := ex.validate(&plan, payload); perr != nil {
-		return Plan{}, perr
-	}
-	return plan, nil
-}
-
-// ---- execution ----
-
 // Result is what a run did.
 type Result struct {
 	RunID    string
@@ -472,14 +241,6 @@ func (r *Result) Outcome(step string, v any) error {
 		return fmt.Errorf("planexec: step %s has no outcome", quote(step))
 	}
 	return json.Unmarshal(s.Outcome, v)
-}
-
-// clearance is how one step was cleared to run.
-type clearance struct {
-	decision *ApprovalDecision // a person's, when one cleared it
-	grant    string            // the autonomy grant it acts under
-	class    string            // the grant's action class
-	amount   decimal.Decimal   // what it counts against the grant
 }
 
 // Execute validates plan, clears every step that needs a person or a grant,
@@ -635,156 +396,6 @@ func (ex *Executor) savePlan(ctx context.Context, v *vplan, status PlanStatus) e
 	return nil
 }
 
-// clear decides, before any step runs, every step that needs a grant or a
-// person. It returns the first refusal or denial; pending decisions are
-// collected into one *ApprovalPendingError.
-func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, ev func(Event)) ([]clearance, error) {
-	d := &ex.cfg.Delegation
-	clr := make([]clearance, len(v.steps))
-	inPlan := map[string]decimal.Decimal{}
-	var pending []ApprovalRequest
-	for _, i := range v.order {
-		if finished[i] {
-			continue
-		}
-		s := &v.steps[i]
-		id, tool := s.step.ID, s.step.Tool
-		var why, class string
-		if ex.cfg.Ladder != nil {
-			if c, ok := ex.cfg.Ladder.Classify(tool); ok {
-				class = c.Name
-				dec := ex.cfg.Ladder.decide(d.Tenant, d.User, tool, s.args.canonical, inPlan)
-				switch dec.verdict {
-				case Refuse:
-					ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})
-					return nil, &AutonomyRefusedError{Step: id, Tool: tool, Class: class, Tenant: d.Tenant, Why: dec.why}
-				case Escalate:
-					ev(Event{Kind: EventAutonomyEscalated, StepID: id, Tool: tool, Grant: grantID(dec.grant), Detail: dec.why})
-					why = "escalated by the autonomy ladder: " + dec.why
-				case Act:
-					ev(Event{Kind: EventAutonomyActed, StepID: id, Tool: tool, Grant: dec.grant.ID, Level: dec.grant.Level})
-					clr[i].grant, clr[i].class, clr[i].amount = dec.grant.ID, class, dec.amount
-					inPlan[dec.grant.ID] = inPlan[dec.grant.ID].Add(dec.amount)
-					continue
-				}
-			}
-		}
-		if why == "" {
-			switch {
-			case s.entry.contract.irreversible:
-				why = "the tool is irreversible"
-			case s.entry.ask:
-				why = "the agent requires approval for this tool"
-			default:
-				continue
-			}
-		}
-		if ex.cfg.Gate == nil {
-			return nil, &ConfigurationError{Tool: tool, Problem: "needs a person's approval but no approval gate is configured"}
-		}
-		req, err := ex.approvalRequest(v, s, class, why)
-		if err != nil {
-			return nil, err
-		}
-		decision, err := ex.decision(ctx, req, ev)
-		if err != nil {
-			return nil, err
-		}
-		if decision.Status == ApprovalPending {
-			pending = append(pending, req)
-			continue
-		}
-		clr[i].decision = &decision
-	}
-	if pending != nil {
-		return nil, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: pending}
-	}
-	return clr, nil
-}
-
-func grantID(g *Grant) string {
-	if g == nil {
-		return ""
-	}
-	return g.ID
-}
-
-func (ex *Executor) approvalRequest(v *vplan, s *vstep, class, why string) (ApprovalRequest, error) {
-	d := &ex.cfg.Delegation
-	argsDigest, err := canonjson.Digest(json.RawMessage(s.args.canonical))
-	if err != nil {
-		return ApprovalRequest{}, err
-	}
-	recordID, err := canonjson.Digest(struct {
-		Tenant string `json:"tenant"`
-		Run    string `json:"run"`
-		Step   string `json:"step"`
-		Tool   string `json:"tool"`
-		Args   string `json:"arguments_digest"`
-	}{d.Tenant, d.RunID, s.step.ID, s.step.Tool, argsDigest})
-	if err != nil {
-		return ApprovalRequest{}, err
-	}
-	return ApprovalRequest{
-		RecordID: recordID, Tenant: d.Tenant, RunID: d.RunID, User: d.User, Agent: ex.cfg.Agent.Name,
-		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool, Intent: s.step.Intent,
-		Arguments: s.args.canonical, ArgumentsDigest: argsDigest, Irreversible: s.entry.contract.irreversible,
-		Class: class, Why: why,
-	}, nil
-}
-
-// decision finds the recorded decision for req or asks the gate, and returns
-// a granted or pending decision, or the denial as an error.
-func (ex *Executor) decision(ctx context.Context, req ApprovalRequest, ev func(Event)) (ApprovalDecision, error) {
-	now := ex.cfg.Now()
-	deny := func(dec ApprovalDecision, why string, replayed bool) (ApprovalDecision, error) {
-		ev(Event{Kind: EventApprovalDenied, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: dec.Approver, Replayed: replayed, Detail: why})
-		return dec, &ApprovalDeniedError{Step: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: dec.Approver, Why: why}
-	}
-	recorded, err := ex.approvals.Decision(ctx, req.Tenant, req.RecordID)
-	switch {
-	case err == nil && recorded.Status == ApprovalGranted && !recorded.expired(now):
-		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: recorded.Approver, Replayed: true})
-		return recorded, nil
-	case err == nil && recorded.Status == ApprovalDenied:
-		return deny(recorded, recorded.Reason, true)
-	case err != nil && !errors.Is(err, ErrNoRecord):
-		return ApprovalDecision{}, fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(req.StepID), err)
-	}
-	ev(Event{Kind: EventApprovalRequired, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Detail: req.Why})
-	dec, err := ex.cfg.Gate.RequestApproval(ctx, req)
-	if err != nil {
-		return ApprovalDecision{}, fmt.Errorf("planexec: asking approval for step %s: %w", quote(req.StepID), err)
-	}
-	if dec.RecordID != req.RecordID {
-		return deny(dec, "the decision names another record, so it clears nothing", false)
-	}
-	if dec.DecidedAt.IsZero() {
-		dec.DecidedAt = now
-	}
-	switch dec.Status {
-	case ApprovalGranted:
-		if dec.expired(now) {
-			return deny(dec, "the decision had already expired", false)
-		}
-		if err := ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
-			return ApprovalDecision{}, fmt.Errorf("planexec: recording the approval of step %s: %w", quote(req.StepID), err)
-		}
-		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: dec.Approver})
-		return dec, nil
-	case ApprovalPending:
-		ev(Event{Kind: EventApprovalPending, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID})
-		return dec, nil
-	case ApprovalDenied:
-		if err := ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
-			return ApprovalDecision{}, fmt.Errorf("planexec: recording the denial of step %s: %w", quote(req.StepID), err)
-		}
-		return deny(dec, dec.Reason, false)
-	default:
-		return deny(dec, fmt.Sprintf("unknown decision status %q", dec.Status), false)
-	}
-}
-
 // stepDone reports one finished worker.
 type stepDone struct {
 	i   int
@@ -878,10 +489,12 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	}
 	now := ex.cfg.Now()
 	if d.expired(now) {
+		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation expired"})
 		return StepResult{}, &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "the delegation expired"}
 	}
 	if ex.cfg.Authorizer != nil {
 		if err := ex.cfg.Authorizer.Authorize(ctx, *d, *s.step); err != nil {
+			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation no longer covers it"})
 			return StepResult{}, &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "no longer authorized", Err: err}
 		}
 	}
@@ -993,48 +606,6 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 		}
 	}()
 	return s.entry.tool.call(tctx, s.args.value)
-}
-
-// renewer calls extend every period until stopped, on a timer rather than a
-// goroutine of its own: most tools finish before the first renewal is due.
-type renewer struct {
-	mu      sync.Mutex
-	stopped bool
-	t       *time.Timer
-	wg      sync.WaitGroup // one count per scheduled or running renewal
-}
-
-// renew starts renewing; extend returns false to stop.
-func renew(period time.Duration, extend func() bool) *renewer {
-	r := &renewer{}
-	var fire func()
-	fire = func() {
-		defer r.wg.Done()
-		more := extend()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if more && !r.stopped {
-			r.wg.Add(1)
-			r.t.Reset(period)
-		}
-	}
-	r.mu.Lock()
-	r.wg.Add(1)
-	r.t = time.AfterFunc(period, fire)
-	r.mu.Unlock()
-	return r
-}
-
-// stop ends renewal and waits for one in progress, so nothing outlives the
-// step.
-func (r *renewer) stop() {
-	r.mu.Lock()
-	r.stopped = true
-	if r.t.Stop() {
-		r.wg.Done()
-	}
-	r.mu.Unlock()
-	r.wg.Wait()
 }
 
 func (ex *Executor) saveStep(ctx context.Context, id string, r StepResult, errText string) error {

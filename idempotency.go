@@ -214,3 +214,45 @@ func (s *MemoryIdempotencyStore) Resolve(_ context.Context, key Key, r Resolutio
 	c.state, c.outcome = ClaimCompleted, append(json.RawMessage(nil), r.Outcome...)
 	return nil
 }
+
+// renewer calls extend every period until stopped, on a timer rather than a
+// goroutine of its own: most tools finish before the first renewal is due.
+type renewer struct {
+	mu      sync.Mutex
+	stopped bool
+	t       *time.Timer
+	wg      sync.WaitGroup // one count per scheduled or running renewal
+}
+
+// renew starts renewing; extend returns false to stop.
+func renew(period time.Duration, extend func() bool) *renewer {
+	r := &renewer{}
+	var fire func()
+	fire = func() {
+		defer r.wg.Done()
+		more := extend()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if more && !r.stopped {
+			r.wg.Add(1)
+			r.t.Reset(period)
+		}
+	}
+	r.mu.Lock()
+	r.wg.Add(1)
+	r.t = time.AfterFunc(period, fire)
+	r.mu.Unlock()
+	return r
+}
+
+// stop ends renewal and waits for one in progress, so nothing outlives the
+// step.
+func (r *renewer) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	if r.t.Stop() {
+		r.wg.Done()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}

@@ -3,9 +3,14 @@ package planexec
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/planexec/planexec/internal/canonjson"
+	"github.com/planexec/planexec/internal/dag"
 	"github.com/planexec/planexec/internal/strictjson"
 )
 
@@ -133,4 +138,180 @@ func violations(vs []strictjson.Violation) []Violation {
 		out[i] = Violation{Path: v.Path, Problem: v.Problem}
 	}
 	return out
+}
+
+// vplan is a plan that passed validation, with what execution needs.
+type vplan struct {
+	plan  Plan
+	steps []vstep
+	graph *dag.Graph
+	order []int
+}
+
+type vstep struct {
+	step  *Step
+	entry *entry
+	args  decoded
+	key   Key
+}
+
+// Validate checks the whole plan and returns a *PlanValidationError for the
+// first thing wrong, in this order: empty, too_long, then per step
+// (malformed id, duplicate_id, unknown_tool, not_allowed, arguments), then
+// dependency and cycle. It never panics and costs O(steps + edges) plus the
+// size of the arguments.
+func (ex *Executor) Validate(plan Plan) error {
+	if _, err := ex.validate(&plan, nil); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
+	d := &ex.cfg.Delegation
+	lim := ex.cfg.Limits
+	refuse := func(r Reason, step, tool string, vs ...Violation) *PlanValidationError {
+		return &PlanValidationError{Reason: r, Step: step, Tool: tool, Violations: vs, Payload: payload,
+			RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision}
+	}
+	if len(plan.Steps) == 0 {
+		return nil, refuse(ReasonEmpty, "", "")
+	}
+	if len(plan.Steps) > lim.MaxSteps {
+		return nil, refuse(ReasonTooLong, "", "", Violation{Path: "/steps",
+			Problem: fmt.Sprintf("%d steps, more than the %d allowed", len(plan.Steps), lim.MaxSteps)})
+	}
+	size := 0
+	for i := range plan.Steps {
+		s := &plan.Steps[i]
+		size += len(s.ID) + len(s.Tool) + len(s.Arguments) + len(s.Intent)
+		for _, dep := range s.DependsOn {
+			size += len(dep)
+		}
+	}
+	if size > lim.MaxPlanBytes {
+		return nil, refuse(ReasonMalformed, "", "", Violation{Problem: fmt.Sprintf("plan larger than %d bytes", lim.MaxPlanBytes)})
+	}
+	v := &vplan{plan: *plan, steps: make([]vstep, len(plan.Steps))}
+	index := make(map[string]int, len(plan.Steps))
+	for i := range plan.Steps {
+		s := &plan.Steps[i]
+		if problem := ex.checkID(s.ID); problem != "" {
+			return nil, refuse(ReasonMalformed, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Problem: problem})
+		}
+		if _, dup := index[s.ID]; dup {
+			return nil, refuse(ReasonDuplicateID, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Problem: "another step has this id"})
+		}
+		index[s.ID] = i
+		e, ok := ex.tools[s.Tool]
+		if !ok {
+			return nil, refuse(ReasonUnknownTool, s.ID, s.Tool)
+		}
+		if !e.allowed {
+			return nil, refuse(ReasonNotAllowed, s.ID, s.Tool)
+		}
+		args, vs := e.contract.decode(s.Arguments, lim)
+		if vs != nil {
+			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
+		}
+		v.steps[i] = vstep{step: &v.plan.Steps[i], entry: e, args: args}
+	}
+	deps := make([][]int, len(plan.Steps))
+	for i := range plan.Steps {
+		s := &plan.Steps[i]
+		for j, dep := range s.DependsOn {
+			k, ok := index[dep]
+			if !ok {
+				return nil, refuse(ReasonDependency, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Problem: "waits on a step nobody planned"})
+			}
+			if k == i {
+				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Problem: "the step waits on itself"})
+			}
+			deps[i] = append(deps[i], k)
+		}
+	}
+	v.graph = dag.New(deps)
+	order, blocked := v.graph.Order()
+	if blocked != nil {
+		inCycle := v.graph.InCycle(blocked)
+		vs := make([]Violation, len(blocked))
+		first := -1
+		for n, b := range blocked {
+			what := "waits on a step in a cycle"
+			if inCycle[n] {
+				what = "is in a cycle"
+				if first < 0 {
+					first = b
+				}
+			}
+			vs[n] = Violation{Path: fmt.Sprintf("/steps/%d", b), Problem: fmt.Sprintf("step %s %s", quote(plan.Steps[b].ID), what)}
+		}
+		s := plan.Steps[first]
+		return nil, refuse(ReasonCycle, s.ID, s.Tool, vs...)
+	}
+	v.order = order
+	return v, nil
+}
+
+// prepare renders what execution digests — canonical arguments for the
+// ladder and approval records, idempotency keys — once per step, and only
+// when something will read it.
+func (ex *Executor) prepare(v *vplan) error {
+	if ex.cfg.Idempotency == nil && ex.cfg.Ladder == nil && ex.cfg.Gate == nil {
+		return nil
+	}
+	d := &ex.cfg.Delegation
+	for i := range v.steps {
+		s := &v.steps[i]
+		if vs := s.entry.contract.render(&s.args); vs != nil {
+			return &PlanValidationError{Reason: ReasonArguments, Step: s.step.ID, Tool: s.step.Tool, Violations: vs,
+				RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
+		}
+		if ex.cfg.Idempotency == nil {
+			continue
+		}
+		key, err := canonjson.Digest(keyMaterial{Tenant: d.Tenant, Run: d.RunID, Tool: s.step.Tool, Arguments: s.args.keyJSON})
+		if err != nil {
+			return fmt.Errorf("planexec: digesting the key of step %s: %w", quote(s.step.ID), err)
+		}
+		s.key = Key{Tenant: d.Tenant, Digest: key}
+	}
+	return nil
+}
+
+// firstViolation summarises a refusal for an event: paths and problems only.
+func firstViolation(e *PlanValidationError) string {
+	if len(e.Violations) == 0 {
+		return ""
+	}
+	s := e.Violations[0].String()
+	if n := len(e.Violations) - 1; n > 0 {
+		s += fmt.Sprintf(" (and %d more)", n)
+	}
+	return s
+}
+
+// keyMaterial is what an idempotency key digests.
+type keyMaterial struct {
+	Tenant    string          `json:"tenant"`
+	Run       string          `json:"run"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (ex *Executor) checkID(id string) string {
+	switch {
+	case id == "":
+		return "a step needs an id"
+	case len(id) > ex.cfg.Limits.MaxIDLength:
+		return fmt.Sprintf("step id longer than %d bytes", ex.cfg.Limits.MaxIDLength)
+	case !utf8.ValidString(id):
+		return "step id is not valid UTF-8"
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) || unicode.IsSpace(r) {
+			return "step id holds a space or control character"
+		}
+	}
+	return ""
 }

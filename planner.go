@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/planexec/planexec/llm"
 )
 
@@ -193,4 +194,58 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 	}
 	out, _ := json.Marshal(schema) // maps of strings and raw schemas always marshal
 	return out
+}
+
+// Planned asks planner for a plan for task, validates it, and on refusal asks
+// again with the refusal as feedback, at most MaxReplans more times. Each
+// attempt is a new revision of one plan id. Malformed output counts as an
+// attempt. Past the allowance it returns a *PlanValidationError with
+// ReasonReplan, wrapping the last refusal. An error from the planner itself
+// (a provider outage) is returned as it is.
+func (ex *Executor) Planned(ctx context.Context, planner Planner, task string) (Plan, error) {
+	d := &ex.cfg.Delegation
+	planID := uuid.NewString()
+	var refusals []*PlanValidationError
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return Plan{}, err
+		}
+		resp, err := planner.Plan(ctx, PlanRequest{Task: task, Tools: ex.Catalog(), Attempt: attempt, Refusals: refusals})
+		if err != nil {
+			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
+		}
+		ex.rec.mu.Lock()
+		ex.usage = ex.usage.Add(resp.Usage)
+		ex.rec.mu.Unlock()
+		usage := resp.Usage
+		plan, perr := ex.decodeAndValidate(resp.Payload, planID, attempt)
+		if perr == nil {
+			ex.rec.emit(Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+				Detail: fmt.Sprintf("%d steps", len(plan.Steps))})
+			return plan, nil
+		}
+		perr.Attempts = attempt
+		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
+		refusals = append(refusals, perr)
+		if attempt > ex.cfg.MaxReplans {
+			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
+				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
+		}
+		ex.rec.emit(Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
+	}
+}
+
+func (ex *Executor) decodeAndValidate(payload []byte, planID string, revision int) (Plan, *PlanValidationError) {
+	plan, err := DecodePlan(payload, ex.cfg.Limits)
+	if err != nil {
+		perr := err.(*PlanValidationError)
+		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = ex.cfg.Delegation.RunID, ex.cfg.Delegation.Tenant, planID, revision
+		return Plan{}, perr
+	}
+	plan.ID, plan.Revision = planID, revision
+	if _, perr := ex.validate(&plan, payload); perr != nil {
+		return Plan{}, perr
+	}
+	return plan, nil
 }
