@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/planexec/planexec/internal/canonjson"
 	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec/internal/canonjson"
 )
 
 // clearance is how one step was cleared to run.
