@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -865,6 +866,10 @@ func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
 	if refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != "acme" {
 		t.Errorf("refusal = %+v, want tool refund, class refunds, tenant acme", refused)
 	}
+	// s1 ran, so the refusal must not tell whoever reads it otherwise.
+	if strings.Contains(refused.Error(), "nothing ran") {
+		t.Errorf("the refusal says %q, but s1 had already run", refused.Error())
+	}
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
 		t.Errorf("calls = %v, want the search only", got)
 	}
@@ -966,6 +971,9 @@ func TestADelegationThatExpiresBetweenStepsStopsTheNextStep(t *testing.T) {
 	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
+	if i := cFind(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
+		t.Errorf("the record does not say why s2 did not run: %v", kinds(es))
+	}
 	cLastKind(t, es, planexec.EventPlanFailed)
 }
 
@@ -1003,6 +1011,13 @@ func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
 	}
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
 		t.Errorf("calls = %v, want the search only", got)
+	}
+	es := ex.Events()
+	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+		t.Errorf("s2 started: %v", kinds(es))
+	}
+	if i := cFind(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
+		t.Errorf("the record does not say why s2 did not run: %v", kinds(es))
 	}
 	mu.Lock()
 	defer mu.Unlock()

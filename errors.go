@@ -203,11 +203,20 @@ func (e *ConfigurationError) Error() string {
 type AutonomyRefusedError struct {
 	Step, Tool, Class, Tenant string
 	Why                       string
+	// AtDispatch is true when the refusal came just before the step was to
+	// run, after the plan was cleared (its grant was revoked, expired or used
+	// up by other plans meanwhile): earlier steps may have run. When false,
+	// the refusal came during clearance and nothing ran.
+	AtDispatch bool
 }
 
 func (e *AutonomyRefusedError) Error() string {
-	return fmt.Sprintf("planexec: autonomy refused step %s (tool %s, class %s) for tenant %s: %s; nothing ran",
-		quote(e.Step), quote(e.Tool), quote(e.Class), quote(e.Tenant), e.Why)
+	consequence := "nothing ran"
+	if e.AtDispatch {
+		consequence = "the step did not run"
+	}
+	return fmt.Sprintf("planexec: autonomy refused step %s (tool %s, class %s) for tenant %s: %s; %s",
+		quote(e.Step), quote(e.Tool), quote(e.Class), quote(e.Tenant), e.Why, consequence)
 }
 
 // ApprovalDeniedError reports a step a person did not clear, or whose decision

@@ -534,7 +534,7 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 				_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
 			}
 			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant, Detail: err.Error()})
-			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error()}
+			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error(), AtDispatch: true}
 		}
 	}
 

@@ -270,11 +270,7 @@ func (ex *Executor) prepare(v *vplan) error {
 		if ex.cfg.Idempotency == nil {
 			continue
 		}
-		key, err := canonjson.Digest(keyMaterial{Tenant: d.Tenant, Run: d.RunID, Tool: s.step.Tool, Arguments: s.args.keyJSON})
-		if err != nil {
-			return fmt.Errorf("planexec: digesting the key of step %s: %w", quote(s.step.ID), err)
-		}
-		s.key = Key{Tenant: d.Tenant, Digest: key}
+		s.key = Key{Tenant: d.Tenant, Digest: keyDigest(d.Tenant, d.RunID, s.step.Tool, s.args.keyJSON)}
 	}
 	return nil
 }
@@ -291,12 +287,15 @@ func firstViolation(e *PlanValidationError) string {
 	return s
 }
 
-// keyMaterial is what an idempotency key digests.
-type keyMaterial struct {
-	Tenant    string          `json:"tenant"`
-	Run       string          `json:"run"`
-	Tool      string          `json:"tool"`
-	Arguments json.RawMessage `json:"arguments"`
+// keyDigest is an idempotency key: the digest of the canonical JSON object
+// {"arguments": ..., "run": ..., "tenant": ..., "tool": ...}.
+func keyDigest(tenant, run, tool string, arguments []byte) string {
+	return canonjson.DigestObject(
+		canonjson.Member{Name: "arguments", Value: arguments},
+		canonjson.Member{Name: "run", Value: canonjson.String(run)},
+		canonjson.Member{Name: "tenant", Value: canonjson.String(tenant)},
+		canonjson.Member{Name: "tool", Value: canonjson.String(tool)},
+	)
 }
 
 func (ex *Executor) checkID(id string) string {

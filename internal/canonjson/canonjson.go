@@ -41,6 +41,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/planexec/planexec/internal/jsonscan"
 )
@@ -69,6 +70,46 @@ func Digest(v any) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Member is one member of an object built by DigestObject: a name and a
+// value that is already canonical JSON.
+type Member struct {
+	Name  string
+	Value []byte
+}
+
+// String returns s as a canonical JSON string. Invalid UTF-8 is replaced by
+// U+FFFD first, as encoding/json does.
+func String(s string) []byte {
+	return appendString(nil, []byte(strings.ToValidUTF8(s, "\uFFFD")))
+}
+
+// DigestObject digests the canonical object of members without a round trip
+// through encoding/json: the cheap path for keys built from parts that are
+// canonical already. Members must be given sorted by name, without repeats;
+// it panics otherwise, since that is a programming error.
+func DigestObject(members ...Member) string {
+	n := 2
+	for _, m := range members {
+		n += len(m.Name) + len(m.Value) + 4
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, '{')
+	for i, m := range members {
+		if i > 0 {
+			if members[i-1].Name >= m.Name {
+				panic("canonjson: DigestObject members out of order")
+			}
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, []byte(m.Name))
+		buf = append(buf, ':')
+		buf = append(buf, m.Value...)
+	}
+	buf = append(buf, '}')
+	sum := sha256.Sum256(buf)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Canonicalize re-encodes a JSON document canonically. It fails on invalid
