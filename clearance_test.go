@@ -701,8 +701,8 @@ func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user string
 	if !errors.As(err, &refused) {
 		t.Fatalf("err = %v, want *AutonomyRefusedError", err)
 	}
-	if refused.Step != "s2" || refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != tenant {
-		t.Errorf("refusal = %+v, want s2 refund refunds %s", refused, tenant)
+	if refused.Step != "s2" || refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != tenant || refused.AtDispatch {
+		t.Errorf("refusal = %+v, want s2 refund refunds %s, during clearance", refused, tenant)
 	}
 	if asked := gate.Asked(); len(asked) != 0 {
 		t.Errorf("a refused step went to the gate: %+v", asked)
@@ -863,8 +863,8 @@ func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
 	if !errors.As(err, &refused) || refused.Step != "s2" {
 		t.Fatalf("err = %v, want *AutonomyRefusedError for s2", err)
 	}
-	if refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != "acme" {
-		t.Errorf("refusal = %+v, want tool refund, class refunds, tenant acme", refused)
+	if refused.Tool != "refund" || refused.Class != "refunds" || refused.Tenant != "acme" || !refused.AtDispatch {
+		t.Errorf("refusal = %+v, want tool refund, class refunds, tenant acme, at dispatch", refused)
 	}
 	// s1 ran, so the refusal must not tell whoever reads it otherwise.
 	if strings.Contains(refused.Error(), "nothing ran") {
