@@ -128,6 +128,15 @@ func NewAutonomyLadder(classes ...ActionClass) (*AutonomyLadder, error) {
 	return l, nil
 }
 
+// SetClock replaces the ladder's clock (default: time.Now), against which
+// grant expiry and ceiling windows are measured. Call it before the ladder is
+// in use.
+func (l *AutonomyLadder) SetClock(now func() time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = now
+}
+
 // Grant adds or replaces a grant (by ID).
 func (l *AutonomyLadder) Grant(g Grant) error {
 	if g.ID == "" {

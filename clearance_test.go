@@ -230,6 +230,31 @@ func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 	cLastKind(t, es, planexec.EventPlanFailed)
 }
 
+func TestAPendingDecisionSaysWhetherThePlanWasStored(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		ex, gate := newExecutor(t, &recorder{}, func(c *planexec.Config) {
+			if stored {
+				c.Plans = &planexec.MemoryPlanStore{}
+			}
+		})
+		gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
+		res, err := ex.Execute(context.Background(), tripPlan())
+		var pending *planexec.ApprovalPendingError
+		if !errors.As(err, &pending) {
+			t.Fatalf("err = %v, want *ApprovalPendingError", err)
+		}
+		if res != nil {
+			t.Errorf("a pending run returned a result: %+v", res)
+		}
+		if pending.Stored != stored {
+			t.Errorf("Stored = %v, want %v", pending.Stored, stored)
+		}
+		if want := map[bool]string{true: "resume it", false: "no plan store"}[stored]; !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q does not say %q", err, want)
+		}
+	}
+}
+
 func TestADecisionNamingAnotherRecordClearsNothing(t *testing.T) {
 	// A decision taken for two seats, offered for a plan that books one.
 	other, otherGate := newExecutor(t, &recorder{}, nil)
@@ -741,6 +766,16 @@ func TestWithNoGrantForTheTenantTheLadderRefusesAndNothingRuns(t *testing.T) {
 func TestAnExpiredGrantRefuses(t *testing.T) {
 	ladder := cLadder(t, planexec.Grant{ID: "g-old", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits,
 		Expires: time.Now().Add(-time.Hour)})
+	cRefused(t, ladder, "acme", "dana")
+}
+
+func TestAGrantExpiresByTheLaddersOwnClock(t *testing.T) {
+	clock := cNewClock()
+	ladder := cLadder(t, planexec.Grant{ID: "g-day", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits,
+		Expires: clock.Now().Add(24 * time.Hour)})
+	ladder.SetClock(clock.Now)
+	cActs(t, ladder, "acme", "dana", "g-day")
+	clock.Advance(25 * time.Hour)
 	cRefused(t, ladder, "acme", "dana")
 }
 

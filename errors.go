@@ -239,11 +239,14 @@ func (e *ApprovalDeniedError) Error() string {
 	return s
 }
 
-// ApprovalPendingError reports that a person has yet to decide. The plan is
-// stored; once every decision exists (see Executor.Decide), Resume goes on.
+// ApprovalPendingError reports that a person has yet to decide. Nothing ran.
+// Once every decision exists (see Executor.Decide), Resume goes on from the
+// stored plan; without a plan store, Execute the same plan again.
 type ApprovalPendingError struct {
 	RunID, Tenant string
 	Requests      []ApprovalRequest
+	// Stored is true when the plan was written to the plan store.
+	Stored bool
 }
 
 func (e *ApprovalPendingError) Error() string {
@@ -251,8 +254,12 @@ func (e *ApprovalPendingError) Error() string {
 	for i, r := range e.Requests {
 		steps[i] = quote(r.StepID)
 	}
-	return fmt.Sprintf("planexec: approval pending for step %s of run %s; the plan is stored: resume it once decided",
-		strings.Join(steps, ", "), quote(e.RunID))
+	next := "the plan is stored: resume it once decided"
+	if !e.Stored {
+		next = "there is no plan store: execute the plan again once decided"
+	}
+	return fmt.Sprintf("planexec: approval pending for step %s of run %s; nothing ran; %s",
+		strings.Join(steps, ", "), quote(e.RunID), next)
 }
 
 // IndeterminateOutcomeError reports a step whose effect nobody can vouch for

@@ -26,7 +26,7 @@ const (
 	EventPlanResumed       EventKind = "PLAN_RESUMED"       // a stored plan is picked up again
 	EventStepStarted       EventKind = "STEP_STARTED"       // a tool is about to be called
 	EventStepExecuted      EventKind = "STEP_EXECUTED"      // a step finished (Replayed: its outcome came from the record)
-	EventStepFailed        EventKind = "STEP_FAILED"        // a step failed (Error says how)
+	EventStepFailed        EventKind = "STEP_FAILED"        // a step failed or was stopped before it ran (Detail says which)
 	EventPlanCompleted     EventKind = "PLAN_COMPLETED"     // every step finished
 	EventPlanFailed        EventKind = "PLAN_FAILED"        // the run stopped with an error
 )

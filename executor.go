@@ -247,8 +247,10 @@ func (r *Result) Outcome(step string, v any) error {
 // stores the plan, and runs it: each step starts as soon as all it depends on
 // finished, up to Config.Concurrency at once. A denial or refusal anywhere
 // means no step ran. A failed step stops new dispatch; running steps finish
-// and are recorded; the errors are returned joined. The Result holds what
-// finished, even when err is not nil.
+// and are recorded; the errors are returned joined.
+//
+// The Result is nil when nothing ran: the plan was refused, not cleared, or
+// awaits a person. Otherwise it holds what finished, even when err is not nil.
 //
 // A plan without an id gets one.
 func (ex *Executor) Execute(ctx context.Context, plan Plan) (*Result, error) {
@@ -357,7 +359,8 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 		if serr := ex.savePlan(ctx, v, PlanAwaitingApproval); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
-		return res, err
+		pending.Stored = ex.cfg.Plans != nil
+		return nil, err
 	}
 	if err != nil {
 		ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
