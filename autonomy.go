@@ -20,19 +20,19 @@ const (
 	// LevelActWithinLimits acts without asking while the grant's ceiling
 	// holds, and asks a person past it.
 	LevelActWithinLimits Level = "act_within_limits"
-	// LevelActAndReport acts without asking within the ceiling and reports
-	// each act (an AUTONOMY_ACTED event) for review after the fact.
+	// LevelActAndReport acts without asking within the ceiling, like
+	// LevelActWithinLimits, and reports each act that ran (an
+	// AUTONOMY_REPORTED event) for review after the fact.
 	LevelActAndReport Level = "act_and_report"
 )
 
-// Verdict is the ladder's decision for one step.
-type Verdict string
+// verdict is the ladder's decision for one step.
+type verdict string
 
-// Verdicts.
 const (
-	Act      Verdict = "ACT"      // proceed under the grant
-	Escalate Verdict = "ESCALATE" // ask the approval gate
-	Refuse   Verdict = "REFUSE"   // refuse: *AutonomyRefusedError, nothing runs
+	verdictAct      verdict = "ACT"      // proceed under the grant
+	verdictEscalate verdict = "ESCALATE" // ask the approval gate
+	verdictRefuse   verdict = "REFUSE"   // refuse: *AutonomyRefusedError, nothing runs
 )
 
 // ActionClass groups tools whose effects are alike ("refunds", "bookings") so
@@ -68,12 +68,13 @@ type Grant struct {
 }
 
 // Ceiling bounds the amounts a grant covers: the sum of amounts acted on
-// within Window (and within one plan) may not pass Amount.
+// within one plan (across its resumes), and within Window across plans, may
+// not pass Amount.
 type Ceiling struct {
 	Amount   decimal.Decimal
 	Currency string
-	// Window is the rolling period acts are summed over; zero counts each
-	// plan on its own.
+	// Window is the rolling period acts are summed over across plans; zero
+	// bounds each plan on its own and nothing across plans.
 	Window time.Duration
 }
 
@@ -137,7 +138,8 @@ func (l *AutonomyLadder) SetClock(now func() time.Time) {
 	l.now = now
 }
 
-// Grant adds or replaces a grant (by ID).
+// Grant adds or replaces a grant (by ID). Replacing a grant withdraws it from
+// steps already cleared under the old one: they will not start.
 func (l *AutonomyLadder) Grant(g Grant) error {
 	if g.ID == "" {
 		return &ConfigurationError{Problem: "a grant needs an id"}
@@ -157,13 +159,13 @@ func (l *AutonomyLadder) Grant(g Grant) error {
 }
 
 // Revoke withdraws a grant. A step cleared under it that has not started yet
-// will not start. It reports whether the grant existed.
+// will not start. What was acted on under it still counts against its window
+// if the same id is granted again. It reports whether the grant existed.
 func (l *AutonomyLadder) Revoke(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	_, ok := l.grants[id]
 	delete(l.grants, id)
-	delete(l.spent, id)
 	return ok
 }
 
@@ -178,7 +180,7 @@ func (l *AutonomyLadder) Classify(tool string) (ActionClass, bool) {
 
 // ladderDecision is the ladder's verdict for one step.
 type ladderDecision struct {
-	verdict Verdict
+	verdict verdict
 	class   string
 	grant   *Grant
 	amount  decimal.Decimal // what counts against the grant's ceiling
@@ -195,49 +197,54 @@ func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan m
 	now := l.now()
 	g := l.grantFor(tenant, user, c.Name, now)
 	if g == nil {
-		d.verdict, d.why = Refuse, fmt.Sprintf("no live grant for class %q", c.Name)
+		d.verdict, d.why = verdictRefuse, fmt.Sprintf("no live grant for class %q", c.Name)
 		return d
 	}
 	d.grant = g
 	if g.Level == LevelAskAlways {
-		d.verdict, d.why = Escalate, "the grant says ask always"
+		d.verdict, d.why = verdictEscalate, "the grant says ask always"
 		return d
 	}
 	if g.Ceiling == nil {
-		d.verdict = Act
+		d.verdict = verdictAct
 		return d
 	}
 	amount, currency, why := amountOf(c, args)
 	if why != "" {
-		d.verdict, d.why = Escalate, why
+		d.verdict, d.why = verdictEscalate, why
 		return d
 	}
 	if amount.IsNegative() {
-		d.verdict, d.why = Escalate, "the amount is negative"
+		d.verdict, d.why = verdictEscalate, "the amount is negative"
 		return d
 	}
 	if currency != "" && !strings.EqualFold(currency, g.Ceiling.Currency) {
-		d.verdict, d.why = Escalate, fmt.Sprintf("amount is not in the ceiling's currency %s", g.Ceiling.Currency)
+		d.verdict, d.why = verdictEscalate, fmt.Sprintf("amount is not in the ceiling's currency %s", g.Ceiling.Currency)
 		return d
 	}
 	total := l.spentWithin(g, now).Add(inPlan[g.ID]).Add(amount)
 	if total.GreaterThan(g.Ceiling.Amount) {
-		d.verdict, d.why = Escalate, fmt.Sprintf("over the ceiling of %s %s", g.Ceiling.Amount, g.Ceiling.Currency)
+		d.verdict, d.why = verdictEscalate, fmt.Sprintf("over the ceiling of %s %s", g.Ceiling.Amount, g.Ceiling.Currency)
 		return d
 	}
-	d.verdict, d.amount = Act, amount
+	d.verdict, d.amount = verdictAct, amount
 	return d
 }
 
 // commit re-checks a grant just before its step runs, and counts the step's
-// amount against the grant's window. It fails if the grant was revoked or
-// expired, or if other plans used up the headroom since clearance.
-func (l *AutonomyLadder) commit(grantID string, amount decimal.Decimal) error {
+// amount against the grant's window. It fails if the grant was revoked,
+// replaced (a lower level or ceiling) or expired, or if other plans used up
+// the headroom since clearance.
+func (l *AutonomyLadder) commit(cleared *Grant, amount decimal.Decimal) error {
+	grantID := cleared.ID
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	g, ok := l.grants[grantID]
 	if !ok {
 		return fmt.Errorf("grant %q was revoked", grantID)
+	}
+	if g != cleared {
+		return fmt.Errorf("grant %q was replaced after the plan was cleared", grantID)
 	}
 	now := l.now()
 	if !g.Expires.IsZero() && !now.Before(g.Expires) {

@@ -14,7 +14,7 @@ import (
 // clearance is how one step was cleared to run.
 type clearance struct {
 	decision *ApprovalDecision // a person's, when one cleared it
-	grant    string            // the autonomy grant it acts under
+	grant    *Grant            // the autonomy grant it acts under, as cleared
 	class    string            // the grant's action class
 	amount   decimal.Decimal   // what it counts against the grant
 }
@@ -22,10 +22,9 @@ type clearance struct {
 // clear decides, before any step runs, every step that needs a grant or a
 // person. It returns the first refusal or denial; pending decisions are
 // collected into one *ApprovalPendingError.
-func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, ev func(Event)) ([]clearance, error) {
+func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, inPlan map[string]decimal.Decimal, ev func(Event)) ([]clearance, error) {
 	d := &ex.cfg.Delegation
 	clr := make([]clearance, len(v.steps))
-	inPlan := map[string]decimal.Decimal{}
 	var pending []ApprovalRequest
 	for _, i := range v.order {
 		if finished[i] {
@@ -39,15 +38,15 @@ func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, ev fun
 				class = c.Name
 				dec := ex.cfg.Ladder.decide(d.Tenant, d.User, tool, s.args.canonical, inPlan)
 				switch dec.verdict {
-				case Refuse:
+				case verdictRefuse:
 					ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})
 					return nil, &AutonomyRefusedError{Step: id, Tool: tool, Class: class, Tenant: d.Tenant, Why: dec.why}
-				case Escalate:
+				case verdictEscalate:
 					ev(Event{Kind: EventAutonomyEscalated, StepID: id, Tool: tool, Grant: grantID(dec.grant), Detail: dec.why})
 					why = "escalated by the autonomy ladder: " + dec.why
-				case Act:
-					ev(Event{Kind: EventAutonomyActed, StepID: id, Tool: tool, Grant: dec.grant.ID, Level: dec.grant.Level})
-					clr[i].grant, clr[i].class, clr[i].amount = dec.grant.ID, class, dec.amount
+				case verdictAct:
+					ev(Event{Kind: EventAutonomyCleared, StepID: id, Tool: tool, Grant: dec.grant.ID, Level: dec.grant.Level})
+					clr[i].grant, clr[i].class, clr[i].amount = dec.grant, class, dec.amount
 					inPlan[dec.grant.ID] = inPlan[dec.grant.ID].Add(dec.amount)
 					continue
 				}

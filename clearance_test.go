@@ -647,12 +647,12 @@ func TestAGrantWithinItsCeilingActsWithoutAskingAnyone(t *testing.T) {
 		t.Errorf("calls = %v", got)
 	}
 	es := ex.Events()
-	i := cFind(es, planexec.EventAutonomyActed, "s1")
+	i := cFind(es, planexec.EventAutonomyCleared, "s1")
 	if i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
-		t.Errorf("want AUTONOMY_ACTED for s1 under g-refunds at act_within_limits: %+v", es)
+		t.Errorf("want AUTONOMY_CLEARED for s1 under g-refunds at act_within_limits: %+v", es)
 	}
 	if i >= cFind(es, planexec.EventStepStarted, "s1") {
-		t.Errorf("AUTONOMY_ACTED does not come before the step started: %v", kinds(es))
+		t.Errorf("AUTONOMY_CLEARED does not come before the step started: %v", kinds(es))
 	}
 }
 
@@ -671,8 +671,8 @@ func TestAnIrreversibleToolTheLadderClassifiesActsUnderAGrantWithNoGate(t *testi
 		t.Errorf("s2 = %+v, want it run under g-book with no approver", res.Steps["s2"])
 	}
 	es := ex.Events()
-	if i := cFind(es, planexec.EventAutonomyActed, "s2"); i < 0 || es[i].Level != planexec.LevelActAndReport {
-		t.Errorf("want AUTONOMY_ACTED at act_and_report for s2: %v", kinds(es))
+	if i := cFind(es, planexec.EventAutonomyCleared, "s2"); i < 0 || es[i].Level != planexec.LevelActAndReport {
+		t.Errorf("want AUTONOMY_CLEARED at act_and_report for s2: %v", kinds(es))
 	}
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
 		t.Errorf("calls = %v", got)
@@ -701,7 +701,7 @@ func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
 	if esc < 0 || req < 0 || esc > req {
 		t.Errorf("want AUTONOMY_ESCALATED then APPROVAL_REQUIRED: %v", kinds(es))
 	}
-	if cFind(es, planexec.EventAutonomyActed, "") >= 0 {
+	if cFind(es, planexec.EventAutonomyCleared, "") >= 0 {
 		t.Errorf("an ask_always grant acted: %v", kinds(es))
 	}
 	if len(r.Calls()) != 1 {
@@ -846,11 +846,11 @@ func TestCeilingsAddUpAcrossTheStepsOfOnePlan(t *testing.T) {
 	}, "s3")
 	es := ex.Events()
 	for _, id := range []string{"s1", "s2"} {
-		if cFind(es, planexec.EventAutonomyActed, id) < 0 {
+		if cFind(es, planexec.EventAutonomyCleared, id) < 0 {
 			t.Errorf("%s did not act: %v", id, kinds(es))
 		}
 	}
-	if cFind(es, planexec.EventAutonomyActed, "s3") >= 0 {
+	if cFind(es, planexec.EventAutonomyCleared, "s3") >= 0 {
 		t.Errorf("s3 acted past the ceiling: %v", kinds(es))
 	}
 }
@@ -864,13 +864,13 @@ func TestSpendingWithinTheWindowCountsAgainstTheNextPlan(t *testing.T) {
 	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "70", "GBP")}}); err != nil {
 		t.Fatalf("first plan: %v", err)
 	}
-	if len(gate.Asked()) != 0 || cFind(first.Events(), planexec.EventAutonomyActed, "s1") < 0 {
+	if len(gate.Asked()) != 0 || cFind(first.Events(), planexec.EventAutonomyCleared, "s1") < 0 {
 		t.Fatalf("the first refund of 70 should act: %v", kinds(first.Events()))
 	}
 
 	// 70 already spent; 40 more would pass 100.
 	second := cEscalates(t, ladder, []planexec.Step{cRefund("s1", "o-2", "40", "GBP")}, "s1")
-	if cFind(second.Events(), planexec.EventAutonomyActed, "") >= 0 {
+	if cFind(second.Events(), planexec.EventAutonomyCleared, "") >= 0 {
 		t.Errorf("the second plan acted past the window's headroom: %v", kinds(second.Events()))
 	}
 }
@@ -912,7 +912,7 @@ func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
 		t.Errorf("asked %+v", gate.Asked())
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventAutonomyActed, "s2") < 0 || cFind(es, planexec.EventAutonomyRefused, "s2") < 0 {
+	if cFind(es, planexec.EventAutonomyCleared, "s2") < 0 || cFind(es, planexec.EventAutonomyRefused, "s2") < 0 {
 		t.Errorf("want s2 acted at clearance and refused at dispatch: %v", kinds(es))
 	}
 	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
@@ -956,7 +956,7 @@ func TestAChildDelegationMayOnlyNarrow(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a narrower child was refused: %v", err)
 	}
-	if child.Agent != "booker" || child.RunID != "run-1" || child.Tenant != "acme" || child.User != "dana" ||
+	if child.Agent != "booker" || child.RunID == "run-1" || child.RunID == "" || child.Parent != "run-1" || child.Tenant != "acme" || child.User != "dana" ||
 		!slices.Equal(child.Scope, []string{"book_flight"}) || !child.Expires.Equal(end.Add(-time.Hour)) {
 		t.Errorf("child = %+v", child)
 	}

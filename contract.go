@@ -122,17 +122,15 @@ func (c *Contract) Schema() json.RawMessage { return c.schema }
 
 // decoded is one step's arguments after its contract accepted them.
 type decoded struct {
-	value any // the T the tool is called with
-	ptr   any // a pointer to it, for rendering
-	// canonical is the canonical JSON of value, and keyJSON the part of it
-	// the idempotency key digests; both are rendered on first use (see
-	// Contract.render), except for contracts with key arguments, whose
-	// presence validation must check.
-	canonical []byte
-	keyJSON   []byte
+	value     any    // the T the tool is called with
+	canonical []byte // canonical JSON of value: what approval records digest
+	keyJSON   []byte // the part of it the idempotency key digests
 }
 
-// decode checks raw strictly and runs the validate rules.
+// decode checks raw strictly, runs the validate rules, and renders the
+// canonical forms digests use. A key argument that the value leaves out
+// (omitempty) or sets to null is a violation: the step would run without a
+// key.
 func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation) {
 	ptr := c.newValue()
 	if vs := c.dec.Decode(raw, ptr, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes}); vs != nil {
@@ -141,33 +139,17 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	if vs := ruleViolations(validate.Struct(ptr)); vs != nil {
 		return decoded{}, vs
 	}
-	d := decoded{value: c.deref(ptr), ptr: ptr}
-	if len(c.keyArgs) > 0 {
-		if vs := c.render(&d); vs != nil {
-			return decoded{}, vs
-		}
-	}
-	return d, nil
-}
-
-// render fills d's canonical forms, once. A key argument that the value
-// leaves out (omitempty) or sets to null is a violation: the step would run
-// without a key.
-func (c *Contract) render(d *decoded) []Violation {
-	if d.canonical != nil {
-		return nil
-	}
-	canon, err := canonjson.Marshal(d.ptr)
+	canon, err := canonjson.Marshal(ptr)
 	if err != nil {
-		return []Violation{{Problem: "cannot be rendered as JSON"}}
+		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
 	}
+	d := decoded{value: c.deref(ptr), canonical: canon, keyJSON: canon}
 	if len(c.keyArgs) == 0 {
-		d.canonical, d.keyJSON = canon, canon
-		return nil
+		return d, nil
 	}
 	var whole map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &whole); err != nil {
-		return []Violation{{Problem: "cannot be rendered as JSON"}}
+		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
 	}
 	picked := make(map[string]json.RawMessage, len(c.keyArgs))
 	var missing []Violation
@@ -180,14 +162,12 @@ func (c *Contract) render(d *decoded) []Violation {
 		picked[k] = v
 	}
 	if missing != nil {
-		return missing
+		return decoded{}, missing
 	}
-	keyJSON, err := canonjson.Marshal(picked)
-	if err != nil {
-		return []Violation{{Problem: "cannot be rendered as JSON"}}
+	if d.keyJSON, err = canonjson.Marshal(picked); err != nil {
+		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
 	}
-	d.canonical, d.keyJSON = canon, keyJSON
-	return nil
+	return d, nil
 }
 
 // validate is shared: it caches struct metadata and is safe for concurrent use.

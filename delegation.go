@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Agent is who acts. For an executor, Tools is the allowlist: the tools the
@@ -42,11 +44,15 @@ type Delegation struct {
 	// Expires ends the delegation; zero never expires. It is checked again
 	// just before each step runs.
 	Expires time.Time
+	// Parent is the run this one was delegated from (see Delegate).
+	Parent string
 }
 
 // Delegate returns a child delegation for agent that may touch at most scope
-// until at most expires. Asking for a tool outside the parent's scope, or for
-// a later expiry, is an error: children only narrow.
+// until at most expires. The child is a run of its own (a new RunID, with
+// Parent naming this one), for the same tenant and user. Asking for a tool
+// outside the parent's scope, or for a later expiry, is an error: children
+// only narrow.
 func (d Delegation) Delegate(agent string, scope []string, expires time.Time) (Delegation, error) {
 	if d.Scope != nil {
 		if scope == nil {
@@ -62,6 +68,7 @@ func (d Delegation) Delegate(agent string, scope []string, expires time.Time) (D
 		return Delegation{}, fmt.Errorf("planexec: a child delegation cannot outlive its parent (%s)", d.Expires.Format(time.RFC3339))
 	}
 	c := d
+	c.RunID, c.Parent = uuid.NewString(), d.RunID
 	c.Agent = agent
 	c.Scope = slices.Clone(scope)
 	c.Expires = expires

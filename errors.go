@@ -15,14 +15,16 @@ package planexec
 //   - *ConfigurationError: the executor or planner was built wrongly (a tool
 //     without a contract, a planner agent holding tools, no gate where a person
 //     must decide, no plan store for Resume). Fix the code, not the input.
-//   - *AutonomyRefusedError: the autonomy ladder refused a step. Nothing ran.
+//   - *AutonomyRefusedError: the autonomy ladder refused a step: during
+//     clearance (nothing ran) or, with AtDispatch, just before the step ran.
 //   - *ApprovalDeniedError: a person (or an expired decision) did not clear a
 //     step. When it happens during clearance, nothing ran.
-//   - *ApprovalPendingError: a gate answered "pending". The plan is stored;
-//     call Resume once the decision exists.
+//   - *ApprovalPendingError: a gate answered "pending". Nothing ran; the plan
+//     is stored (Stored) so Resume goes on once the decision exists.
 //   - *IndeterminateOutcomeError: nobody can say yet whether a step's effect
 //     happened (another holder has it in flight, or an irreversible tool failed
-//     without saying its effect did not land). The step was not run again.
+//     without saying its effect did not land; it then wraps the *StepError).
+//     The step is not run again until Executor.Resolve settles its Key.
 //   - *StepError: a tool returned an error; it wraps the tool's error.
 //   - *DelegationError: the delegation expired, was revoked, or no longer
 //     covers a tool when a step was about to run.
@@ -30,6 +32,7 @@ package planexec
 //     not happen, so an irreversible step may be tried again.
 //   - ErrNoRecord: a store has no record of what was asked.
 //   - ErrFenced: a store refused a write from a holder whose claim was taken over.
+//   - ErrClaimHeld: a store refused to resolve a key whose holder's lease is live.
 
 import (
 	"errors"
@@ -49,6 +52,10 @@ var ErrNotApplied = errors.New("planexec: effect not applied")
 // ErrNoRecord reports that a store holds no record for the tenant and key or
 // run asked for. One tenant asking for another's run gets this too.
 var ErrNoRecord = errors.New("planexec: no record")
+
+// ErrClaimHeld reports an attempt to resolve a key that a live holder still
+// has in flight: its outcome is about to be known, not in doubt.
+var ErrClaimHeld = errors.New("planexec: the claim is held by a live holder")
 
 // ErrFenced reports a write from a holder whose claim was since taken over (its
 // epoch is stale). The write is refused so it cannot overwrite the newer one.
@@ -78,6 +85,10 @@ const (
 	// ReasonArguments: an argument is absent, undeclared, of the wrong type or
 	// fails a rule; Violations has the paths.
 	ReasonArguments Reason = "arguments"
+	// ReasonDuplicateEffect: two steps would perform the same effect (the
+	// same tool with the same key arguments), so they would share one
+	// idempotency key.
+	ReasonDuplicateEffect Reason = "duplicate_effect"
 	// ReasonDependency: a step waits on a step nobody planned.
 	ReasonDependency Reason = "dependency"
 	// ReasonCycle: steps wait on each other (or one on itself); Violations
@@ -274,7 +285,13 @@ type IndeterminateOutcomeError struct {
 	// when the key is merely held in flight by Holder until LeaseExpires.
 	InDoubt      bool
 	LeaseExpires time.Time
+	// Err is the failure that left the step in doubt (a *StepError), if
+	// this run saw it.
+	Err error
 }
+
+// Unwrap returns the failure that left the step in doubt.
+func (e *IndeterminateOutcomeError) Unwrap() error { return e.Err }
 
 func (e *IndeterminateOutcomeError) Error() string {
 	if e.InDoubt {

@@ -1,6 +1,7 @@
 package planexec
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -16,7 +17,7 @@ const (
 	EventPlanned           EventKind = "PLANNED"            // a plan passed validation
 	EventPlanRefused       EventKind = "PLAN_REFUSED"       // a plan failed validation (Reason says why)
 	EventReplanned         EventKind = "REPLANNED"          // the planner is asked again, with the refusal as feedback
-	EventAutonomyActed     EventKind = "AUTONOMY_ACTED"     // the ladder cleared a step under a grant (Grant, Level)
+	EventAutonomyCleared   EventKind = "AUTONOMY_CLEARED"   // the ladder cleared a step to act under a grant (Grant, Level)
 	EventAutonomyEscalated EventKind = "AUTONOMY_ESCALATED" // the ladder sent a step to the approval gate
 	EventAutonomyRefused   EventKind = "AUTONOMY_REFUSED"   // the ladder refused a step; nothing runs
 	EventApprovalRequired  EventKind = "APPROVAL_REQUIRED"  // a person is asked (RecordID)
@@ -26,6 +27,7 @@ const (
 	EventPlanResumed       EventKind = "PLAN_RESUMED"       // a stored plan is picked up again
 	EventStepStarted       EventKind = "STEP_STARTED"       // a tool is about to be called
 	EventStepExecuted      EventKind = "STEP_EXECUTED"      // a step finished (Replayed: its outcome came from the record)
+	EventAutonomyReported  EventKind = "AUTONOMY_REPORTED"  // a step acted under an act_and_report grant: the report
 	EventStepFailed        EventKind = "STEP_FAILED"        // a step failed or was stopped before it ran (Detail says which)
 	EventPlanCompleted     EventKind = "PLAN_COMPLETED"     // every step finished
 	EventPlanFailed        EventKind = "PLAN_FAILED"        // the run stopped with an error
@@ -52,7 +54,7 @@ type Event struct {
 	// RecordID is the approval record, for approval events.
 	RecordID string
 	Approver string
-	// Grant and Level name the autonomy grant, for AUTONOMY_ACTED.
+	// Grant and Level name the autonomy grant, for AUTONOMY_ events.
 	Grant string
 	Level Level
 	// Replayed marks an outcome or decision taken from the record instead of
@@ -89,6 +91,13 @@ func (r *record) emit(e Event) {
 	if r.observer != nil {
 		r.observer(e)
 	}
+}
+
+// reserve makes room for n more events, so a run does not regrow the log.
+func (r *record) reserve(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = slices.Grow(r.events, n)
 }
 
 func (r *record) snapshot() []Event {

@@ -17,7 +17,7 @@ import (
 
 // cStepKinds are the kinds of event that concern one step.
 var cStepKinds = []planexec.EventKind{
-	planexec.EventAutonomyActed, planexec.EventAutonomyEscalated, planexec.EventAutonomyRefused,
+	planexec.EventAutonomyCleared, planexec.EventAutonomyEscalated, planexec.EventAutonomyRefused,
 	planexec.EventApprovalRequired, planexec.EventApprovalGranted, planexec.EventApprovalDenied, planexec.EventApprovalPending,
 	planexec.EventStepStarted, planexec.EventStepExecuted, planexec.EventStepFailed,
 }
@@ -59,7 +59,7 @@ func TestEveryEventCarriesItsTimeRunPlanAndRevision(t *testing.T) {
 	if len(es) == 0 {
 		t.Fatal("no events")
 	}
-	for _, want := range []planexec.EventKind{planexec.EventAutonomyActed, planexec.EventAutonomyEscalated, planexec.EventApprovalGranted, planexec.EventStepExecuted, planexec.EventPlanCompleted} {
+	for _, want := range []planexec.EventKind{planexec.EventAutonomyCleared, planexec.EventAutonomyEscalated, planexec.EventApprovalGranted, planexec.EventStepExecuted, planexec.EventPlanCompleted} {
 		if count(es, want) == 0 {
 			t.Errorf("no %s event: %v", want, kinds(es))
 		}
@@ -77,8 +77,8 @@ func TestEveryEventCarriesItsTimeRunPlanAndRevision(t *testing.T) {
 			t.Errorf("event %d %s names step %q tool %q, not a step of the plan", e.Seq, e.Kind, e.StepID, e.Tool)
 		}
 	}
-	if i := cFind(es, planexec.EventAutonomyActed, "s3"); i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
-		t.Errorf("AUTONOMY_ACTED does not name its grant and level: %+v", es)
+	if i := cFind(es, planexec.EventAutonomyCleared, "s3"); i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
+		t.Errorf("AUTONOMY_CLEARED does not name its grant and level: %+v", es)
 	}
 	for _, k := range []planexec.EventKind{planexec.EventApprovalRequired, planexec.EventApprovalGranted} {
 		if i := cFind(es, k, "s2"); i < 0 || es[i].RecordID == "" {

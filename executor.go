@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec/llm"
 )
@@ -30,8 +31,9 @@ type Config struct {
 	Ladder *AutonomyLadder
 	// Gate asks a person. Required when any step may need one.
 	Gate ApprovalGate
-	// Approvals keeps decisions so a resume never asks twice. Default: in
-	// memory, for this executor only.
+	// Approvals keeps decisions so a resume never asks twice. Default: the
+	// plan store, when it is also an ApprovalStore (MemoryPlanStore and the
+	// durable stores are); otherwise in memory, for this executor only.
 	Approvals ApprovalStore
 	// Plans keeps plans and step results for Resume. Default: none.
 	Plans PlanStore
@@ -179,7 +181,13 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if len(ex.catalog) == 0 {
+		return nil, &ConfigurationError{Problem: fmt.Sprintf("the delegation's scope leaves agent %q no tool to plan with", cfg.Agent.Name)}
+	}
 	ex.approvals = cfg.Approvals
+	if ex.approvals == nil {
+		ex.approvals, _ = cfg.Plans.(ApprovalStore)
+	}
 	if ex.approvals == nil {
 		ex.approvals = &MemoryApprovalStore{}
 	}
@@ -229,6 +237,9 @@ type StepResult struct {
 	ApprovedBy string
 	// Grant names the autonomy grant the step acted under, if any.
 	Grant string
+	// Key is the step's idempotency key: what Executor.Resolve takes if the
+	// step is left in doubt.
+	Key Key
 	// Err is the step's error, when it failed.
 	Err error
 }
@@ -245,9 +256,11 @@ func (r *Result) Outcome(step string, v any) error {
 
 // Execute validates plan, clears every step that needs a person or a grant,
 // stores the plan, and runs it: each step starts as soon as all it depends on
-// finished, up to Config.Concurrency at once. A denial or refusal anywhere
-// means no step ran. A failed step stops new dispatch; running steps finish
-// and are recorded; the errors are returned joined.
+// finished, up to Config.Concurrency at once. A denial or refusal during
+// clearance means no step ran. Just before each step runs, the delegation,
+// its grant and its approval are checked again (expiry, revocation). A failed
+// step stops new dispatch; running steps finish and are recorded; the errors
+// are returned joined.
 //
 // The Result is nil when nothing ran: the plan was refused, not cleared, or
 // awaits a person. Otherwise it holds what finished, even when err is not nil.
@@ -323,15 +336,63 @@ func (ex *Executor) Decide(ctx context.Context, d ApprovalDecision) error {
 	return ex.approvals.SaveDecision(ctx, ex.cfg.Delegation.Tenant, d)
 }
 
-// Resolve settles an idempotency key in doubt (see
-// *IndeterminateOutcomeError) once the real outcome is known: the effect
-// happened (its outcome is then replayed) or it did not (the step may run
-// again).
+// Resolve settles an effect in doubt (see *IndeterminateOutcomeError) once
+// the real outcome is known: it happened (r.Outcome is then replayed as the
+// step's outcome) or it did not (the step may run again). It settles the key
+// in the idempotency store and the step's record in the plan store, whichever
+// this executor has. A key this run has no record of is ErrNoRecord.
 func (ex *Executor) Resolve(ctx context.Context, key Key, r Resolution) error {
-	if ex.cfg.Idempotency == nil {
-		return &ConfigurationError{Problem: "no idempotency store"}
+	d := &ex.cfg.Delegation
+	if ex.cfg.Idempotency == nil && ex.cfg.Plans == nil {
+		return &ConfigurationError{Problem: "no idempotency store and no plan store: nothing records an outcome to resolve"}
 	}
-	return ex.cfg.Idempotency.Resolve(ctx, key, r)
+	if key.Tenant != d.Tenant {
+		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
+	}
+	if r.Applied {
+		if len(r.Outcome) == 0 {
+			r.Outcome = json.RawMessage("null")
+		}
+		if !json.Valid(r.Outcome) {
+			return fmt.Errorf("planexec: the outcome of a resolution must be JSON")
+		}
+	}
+	found := false
+	if store := ex.cfg.Idempotency; store != nil {
+		err := store.Resolve(ctx, key, r)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, ErrNoRecord):
+			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
+		}
+	}
+	if ex.cfg.Plans != nil {
+		rec, err := ex.cfg.Plans.LoadPlan(ctx, d.Tenant, d.RunID)
+		if err != nil && !errors.Is(err, ErrNoRecord) {
+			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
+		}
+		if rec != nil {
+			for _, st := range rec.Steps {
+				if st.Key != key.Digest || st.Status != StepInDoubt {
+					continue
+				}
+				st.Status, st.Outcome, st.Error = StepFailed, nil, "resolved: not applied"
+				if r.Applied {
+					st.Status, st.Outcome, st.Error = StepDone, r.Outcome, ""
+				}
+				st.Finished = ex.cfg.Now()
+				if err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
+					return fmt.Errorf("planexec: resolving step %s: %w", quote(st.StepID), err)
+				}
+				found = true
+			}
+		}
+	}
+	if !found {
+		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
+	}
+	return nil
 }
 
 // run clears and executes v; done holds the steps already on record.
@@ -341,19 +402,34 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
 		ex.rec.emit(e)
 	}
-	if err := ex.prepare(v); err != nil {
-		return nil, err
-	}
+	ex.rec.reserve(4 * len(v.steps))
 	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Steps: make(map[string]StepResult, len(v.steps))}
 	finished := make([]bool, len(v.steps))
+	// What finished steps put against each grant still counts: ceilings are
+	// cumulative over the whole plan, across resumes.
+	spent := map[string]decimal.Decimal{}
 	for i, s := range v.steps {
-		if r, ok := done[s.step.ID]; ok && r.Status == StepDone {
+		r, ok := done[s.step.ID]
+		if !ok || r.PlanID != v.plan.ID || r.Tool != s.step.Tool {
+			continue
+		}
+		switch r.Status {
+		case StepDone:
 			finished[i] = true
-			res.Steps[s.step.ID] = StepResult{Tool: r.Tool, Status: StepDone, Outcome: r.Outcome, Replayed: true, ApprovedBy: r.ApprovedBy}
+			res.Steps[s.step.ID] = StepResult{Tool: r.Tool, Status: StepDone, Outcome: r.Outcome, Replayed: true,
+				ApprovedBy: r.ApprovedBy, Grant: r.Grant, Key: Key{Tenant: d.Tenant, Digest: r.Key}}
+			if r.Grant != "" {
+				spent[r.Grant] = spent[r.Grant].Add(r.Amount)
+			}
 			ev(Event{Kind: EventStepExecuted, StepID: s.step.ID, Tool: s.step.Tool, Replayed: true, Approver: r.ApprovedBy, Detail: "from the plan record"})
+		case StepInDoubt:
+			// The effect may have landed: nothing runs until it is resolved.
+			ev(Event{Kind: EventStepFailed, StepID: s.step.ID, Tool: s.step.Tool, Detail: "in doubt on the record; resolve it before resuming"})
+			ev(Event{Kind: EventPlanFailed, Detail: "a step is in doubt; nothing ran"})
+			return nil, &IndeterminateOutcomeError{Step: s.step.ID, Tool: s.step.Tool, Key: Key{Tenant: d.Tenant, Digest: r.Key}, InDoubt: true}
 		}
 	}
-	clr, err := ex.clear(ctx, v, finished, ev)
+	clr, err := ex.clear(ctx, v, finished, spent, ev)
 	var pending *ApprovalPendingError
 	if errors.As(err, &pending) {
 		if serr := ex.savePlan(ctx, v, PlanAwaitingApproval); serr != nil {
@@ -373,7 +449,7 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 	status := PlanCompleted
 	if err != nil {
 		status = PlanFailed
-		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", len(res.Steps), len(v.steps))})
+		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", countDone(res), len(v.steps))})
 	} else {
 		res.Complete = true
 		ev(Event{Kind: EventPlanCompleted, Detail: fmt.Sprintf("%d steps", len(v.steps))})
@@ -384,6 +460,16 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 		err = errors.Join(err, serr)
 	}
 	return res, err
+}
+
+func countDone(res *Result) int {
+	n := 0
+	for _, s := range res.Steps {
+		if s.Status == StepDone {
+			n++
+		}
+	}
+	return n
 }
 
 func (ex *Executor) savePlan(ctx context.Context, v *vplan, status PlanStatus) error {
@@ -406,6 +492,10 @@ type stepDone struct {
 	err error
 }
 
+// errNotStarted marks a step that was dispatched but found the run already
+// cancelled; the cancellation itself is reported once, by dispatch.
+var errNotStarted = errors.New("planexec: not started: the run was cancelled")
+
 // dispatch runs the steps not yet finished: each starts the moment the last
 // of its dependencies finishes, up to the concurrency bound. Every goroutine
 // it starts has ended when it returns.
@@ -415,14 +505,6 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 	ready := make([]int, 0, n)
 	for i := range n {
 		waiting[i] = v.graph.Indegree(i)
-	}
-	release := func(i int) {
-		for _, j := range v.graph.Dependents(i) {
-			waiting[j]--
-			if waiting[j] == 0 && !finished[j] {
-				ready = append(ready, int(j))
-			}
-		}
 	}
 	// Steps already on record release their dependents before anything is
 	// queued, so no step is queued twice.
@@ -440,16 +522,19 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 	}
 	results := make(chan stepDone, n)
 	var errs []error
-	running, stopping := 0, false
-	cancelled := ctx.Done()
+	running, stopping, cancelled := 0, false, false
+	done := ctx.Done()
 	for {
 		for !stopping && running < ex.cfg.Concurrency && len(ready) > 0 {
 			i := ready[0]
 			ready = ready[1:]
 			running++
 			go func() {
-				r, err := ex.runStep(ctx, v, i, clr[i], ev)
-				results <- stepDone{i: i, res: r, err: err}
+				s := v.steps[i].step
+				// A tool that ends its goroutine (runtime.Goexit) still reports.
+				d := stepDone{i: i, err: &StepError{Step: s.ID, Tool: s.Tool, Err: errors.New("the tool exited its goroutine without returning")}}
+				defer func() { results <- d }()
+				d.res, d.err = ex.runStep(ctx, v, i, clr[i], ev)
 			}()
 		}
 		if running == 0 {
@@ -462,17 +547,27 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 				res.Steps[v.steps[d.i].step.ID] = d.res
 			}
 			if d.err != nil {
-				errs = append(errs, d.err)
+				if d.err != errNotStarted {
+					errs = append(errs, d.err)
+				}
 				stopping = true
 				continue
 			}
 			finished[d.i] = true
-			release(d.i)
-		case <-cancelled:
-			cancelled = nil
-			stopping = true
+			for _, j := range v.graph.Dependents(d.i) {
+				waiting[j]--
+				if waiting[j] == 0 && !finished[j] {
+					ready = append(ready, int(j))
+				}
+			}
+		case <-done:
+			done = nil
+			stopping, cancelled = true, true
 			errs = append(errs, context.Cause(ctx))
 		}
+	}
+	if !cancelled && ctx.Err() != nil && len(ready) > 0 {
+		errs = append(errs, context.Cause(ctx))
 	}
 	return errors.Join(errs...)
 }
@@ -483,27 +578,18 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	d := &ex.cfg.Delegation
 	s := &v.steps[i]
 	id, tool, irreversible := s.step.ID, s.step.Tool, s.entry.contract.irreversible
-	res := StepResult{Tool: tool, Grant: clr.grant}
+	res := StepResult{Tool: tool, Key: s.key}
+	if clr.grant != nil {
+		res.Grant = clr.grant.ID
+	}
 	if clr.decision != nil {
 		res.ApprovedBy = clr.decision.Approver
 	}
-	if err := ctx.Err(); err != nil {
-		return StepResult{}, context.Cause(ctx)
+	if ctx.Err() != nil {
+		return StepResult{}, errNotStarted
 	}
-	now := ex.cfg.Now()
-	if d.expired(now) {
-		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation expired"})
-		return StepResult{}, &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "the delegation expired"}
-	}
-	if ex.cfg.Authorizer != nil {
-		if err := ex.cfg.Authorizer.Authorize(ctx, *d, *s.step); err != nil {
-			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation no longer covers it"})
-			return StepResult{}, &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "no longer authorized", Err: err}
-		}
-	}
-	if clr.decision != nil && clr.decision.expired(now) {
-		ev(Event{Kind: EventApprovalDenied, StepID: id, Tool: tool, RecordID: clr.decision.RecordID, Approver: clr.decision.Approver, Detail: "the decision expired before the step ran"})
-		return StepResult{}, &ApprovalDeniedError{Step: id, Tool: tool, RecordID: clr.decision.RecordID, Approver: clr.decision.Approver, Why: "the decision expired before the step ran"}
+	if err := ex.recheck(ctx, s, clr, ev); err != nil {
+		return StepResult{}, err
 	}
 
 	store := ex.cfg.Idempotency
@@ -516,7 +602,7 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 		switch c.State {
 		case ClaimCompleted:
 			res.Status, res.Outcome, res.Replayed = StepDone, c.Outcome, true
-			if err := ex.saveStep(ctx, id, res, ""); err != nil {
+			if err := ex.saveStep(ctx, v, id, res, clr, ""); err != nil {
 				return res, err
 			}
 			ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Replayed: true, Approver: res.ApprovedBy, Grant: res.Grant})
@@ -531,26 +617,20 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 			return StepResult{}, fmt.Errorf("planexec: claiming step %s: unknown claim state %d", quote(id), c.State)
 		}
 	}
-	if clr.grant != "" {
+	if clr.grant != nil {
 		if err := ex.cfg.Ladder.commit(clr.grant, clr.amount); err != nil {
 			if store != nil {
 				_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
 			}
-			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant, Detail: err.Error()})
+			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant.ID, Detail: err.Error()})
 			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error(), AtDispatch: true}
 		}
 	}
 
 	ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
 	start := ex.cfg.Now()
-	out, err := ex.call(ctx, v, s, epoch)
+	outcome, err := ex.call(ctx, v, s, epoch)
 	elapsed := ex.cfg.Now().Sub(start)
-	var outcome json.RawMessage
-	if err == nil {
-		if outcome, err = json.Marshal(out); err != nil {
-			err = fmt.Errorf("the outcome cannot be recorded as JSON: %w", err)
-		}
-	}
 	// What follows records the step whatever happens to ctx: the effect, if
 	// any, has happened.
 	rctx := context.WithoutCancel(ctx)
@@ -560,67 +640,137 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 		if inDoubt {
 			res.Status = StepInDoubt
 		}
-		serr := ex.saveStep(rctx, id, res, err.Error())
+		serr := ex.saveStep(rctx, v, id, res, clr, err.Error())
 		if store != nil {
 			serr = errors.Join(serr, store.Release(rctx, s.key, epoch, inDoubt))
 		}
 		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
-		return res, errors.Join(&StepError{Step: id, Tool: tool, Err: err}, serr)
+		var failure error = &StepError{Step: id, Tool: tool, Err: err}
+		if inDoubt {
+			failure = &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: failure}
+		}
+		return res, errors.Join(failure, serr)
 	}
 	res.Status, res.Outcome = StepDone, outcome
 	if store != nil {
 		if err := store.Complete(rctx, s.key, epoch, outcome); err != nil {
-			res.Status, res.Err = StepInDoubt, err
+			// The effect happened but is not on the idempotency record.
+			err = fmt.Errorf("planexec: recording the outcome of step %s: %w", quote(id), err)
+			res.Status, res.Outcome, res.Err = StepFailed, nil, err
+			if irreversible {
+				res.Status = StepInDoubt
+				err = &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: err}
+			}
 			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Duration: elapsed, Detail: "outcome not recorded"})
-			return res, fmt.Errorf("planexec: recording the outcome of step %s: %w", quote(id), err)
+			return res, errors.Join(err, ex.saveStep(rctx, v, id, res, clr, err.Error()))
 		}
 	}
-	if err := ex.saveStep(rctx, id, res, ""); err != nil {
+	if err := ex.saveStep(rctx, v, id, res, clr, ""); err != nil {
 		return res, err
 	}
 	ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Duration: elapsed, Approver: res.ApprovedBy, Grant: res.Grant})
+	if clr.grant != nil && clr.grant.Level == LevelActAndReport {
+		ev(Event{Kind: EventAutonomyReported, StepID: id, Tool: tool, Grant: clr.grant.ID, Level: clr.grant.Level})
+	}
 	return res, nil
 }
 
-// call runs the tool with its key and step in the context, renewing the
-// claim's lease while it runs. A panic in the tool is its error.
-func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (out any, err error) {
+// recheck asks again, just before a step runs, whether it may: the
+// delegation (expiry, revocation) and a person's decision (withdrawn,
+// expired). Grants are checked again when they are committed.
+func (ex *Executor) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event)) error {
+	d := &ex.cfg.Delegation
+	id, tool := s.step.ID, s.step.Tool
+	now := ex.cfg.Now()
+	if d.expired(now) {
+		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation expired"})
+		return &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "the delegation expired"}
+	}
+	if ex.cfg.Authorizer != nil {
+		if err := ex.cfg.Authorizer.Authorize(ctx, *d, *s.step); err != nil {
+			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation no longer covers it"})
+			return &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "no longer authorized", Err: err}
+		}
+	}
+	if clr.decision == nil {
+		return nil
+	}
+	why := ""
+	dec, err := ex.approvals.Decision(ctx, d.Tenant, clr.decision.RecordID)
+	switch {
+	case errors.Is(err, ErrNoRecord):
+		why = "the decision is no longer on record"
+	case err != nil:
+		return fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(id), err)
+	case dec.Status != ApprovalGranted:
+		why = "the decision was changed to " + string(dec.Status) + " before the step ran"
+	case dec.expired(now):
+		why = "the decision expired before the step ran"
+	default:
+		return nil
+	}
+	ev(Event{Kind: EventApprovalDenied, StepID: id, Tool: tool, RecordID: dec.RecordID, Approver: dec.Approver, Detail: why})
+	return &ApprovalDeniedError{Step: id, Tool: tool, RecordID: clr.decision.RecordID, Approver: dec.Approver, Why: why}
+}
+
+// call runs the tool with its step and key in the context, renewing the
+// claim's lease while it runs, and renders its outcome as JSON. A panic, in
+// the tool or in rendering its outcome, is its error.
+func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
 	d := &ex.cfg.Delegation
 	tctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	info := &StepInfo{RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}
-	tctx = context.WithValue(tctx, keyStep, info)
+	sc := &stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}
 	if store := ex.cfg.Idempotency; store != nil {
-		tctx = context.WithValue(tctx, keyIdempotency, s.key.Digest)
+		sc.key = s.key.Digest
 		lease := ex.cfg.Lease
+		// Renewal goes on while the tool runs even if the caller's ctx is
+		// cancelled (the tool may not stop at once), and each renewal is
+		// bounded so a hung store cannot hold the step.
+		rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 		r := renew(lease/3, func() bool {
-			err := store.Extend(tctx, s.key, epoch, lease)
-			if errors.Is(err, ErrFenced) {
+			c, done := context.WithTimeout(rctx, lease/3)
+			defer done()
+			if err := store.Extend(c, s.key, epoch, lease); errors.Is(err, ErrFenced) {
 				cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
 				return false
 			}
 			return true
 		})
-		defer r.stop()
+		defer func() {
+			stopRenewing()
+			r.stop()
+		}()
 	}
+	tctx = context.WithValue(tctx, stepKey{}, sc)
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("planexec: tool %s panicked: %v", quote(s.step.Tool), p)
+			outcome, err = nil, fmt.Errorf("planexec: tool %s panicked: %v", quote(s.step.Tool), p)
 		}
 	}()
-	return s.entry.tool.call(tctx, s.args.value)
+	out, err := s.entry.tool.call(tctx, s.args.value)
+	if err != nil {
+		return nil, err
+	}
+	if outcome, err = json.Marshal(out); err != nil {
+		return nil, fmt.Errorf("the outcome cannot be recorded as JSON: %w", err)
+	}
+	return outcome, nil
 }
 
-func (ex *Executor) saveStep(ctx context.Context, id string, r StepResult, errText string) error {
+func (ex *Executor) saveStep(ctx context.Context, v *vplan, id string, r StepResult, clr clearance, errText string) error {
 	if ex.cfg.Plans == nil {
 		return nil
 	}
 	d := &ex.cfg.Delegation
-	err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, StepRecord{
-		StepID: id, Tool: r.Tool, Status: r.Status, Outcome: r.Outcome, Replayed: r.Replayed,
-		ApprovedBy: r.ApprovedBy, Error: errText, Finished: ex.cfg.Now(),
-	})
-	if err != nil {
+	rec := StepRecord{
+		StepID: id, PlanID: v.plan.ID, Tool: r.Tool, Status: r.Status, Outcome: r.Outcome, Replayed: r.Replayed,
+		Key: r.Key.Digest, ApprovedBy: r.ApprovedBy, Error: errText, Finished: ex.cfg.Now(),
+	}
+	if clr.grant != nil {
+		rec.Grant, rec.Amount = clr.grant.ID, clr.amount
+	}
+	if err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, rec); err != nil {
 		return fmt.Errorf("planexec: recording step %s: %w", quote(id), err)
 	}
 	return nil

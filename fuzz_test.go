@@ -17,7 +17,7 @@ var vFuzzAllowed = []string{"search_flights", "book_flight"}
 var vKnownReasons = []planexec.Reason{
 	planexec.ReasonEmpty, planexec.ReasonMalformed, planexec.ReasonTooLong, planexec.ReasonDuplicateID,
 	planexec.ReasonUnknownTool, planexec.ReasonNotAllowed, planexec.ReasonArguments,
-	planexec.ReasonDependency, planexec.ReasonCycle,
+	planexec.ReasonDuplicateEffect, planexec.ReasonDependency, planexec.ReasonCycle,
 }
 
 // vStepJSON renders one step of a planner's output.

@@ -84,8 +84,10 @@ type IdempotencyStore interface {
 	// Release gives the key up after a failure: freed when the effect did
 	// not happen, kept in doubt (inDoubt) when it may have.
 	Release(ctx context.Context, key Key, epoch int64, inDoubt bool) error
-	// Resolve settles a key in doubt, or one whose holder is gone. It
-	// returns ErrNoRecord if the key was never claimed.
+	// Resolve settles a key in doubt, or one whose holder's lease ran out,
+	// and moves its epoch on so the old holder's writes are fenced. It
+	// returns ErrClaimHeld while a holder's lease is live (its outcome is
+	// about to be known), and ErrNoRecord if the key was never claimed.
 	Resolve(ctx context.Context, key Key, r Resolution) error
 }
 
@@ -207,6 +209,10 @@ func (s *MemoryIdempotencyStore) Resolve(_ context.Context, key Key, r Resolutio
 	if !ok {
 		return ErrNoRecord
 	}
+	if c.state == ClaimAcquired && s.clock().Before(c.expires) {
+		return ErrClaimHeld
+	}
+	c.epoch++
 	if !r.Applied {
 		c.state = claimFree
 		return nil

@@ -214,7 +214,20 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 		if vs != nil {
 			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
 		}
-		v.steps[i] = vstep{step: &v.plan.Steps[i], entry: e, args: args}
+		v.steps[i] = vstep{step: &v.plan.Steps[i], entry: e, args: args,
+			key: Key{Tenant: d.Tenant, Digest: keyDigest(d.Tenant, d.RunID, s.Tool, args.keyJSON)}}
+	}
+	// Two steps with one key would be one effect: the second would replay
+	// the first, or wait on it as if another holder had it.
+	keys := make(map[string]int, len(v.steps))
+	for i := range v.steps {
+		k := v.steps[i].key.Digest
+		if first, dup := keys[k]; dup {
+			s := &plan.Steps[i]
+			return nil, refuse(ReasonDuplicateEffect, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d", i),
+				Problem: fmt.Sprintf("performs the same effect as step %s (same tool and key arguments)", quote(plan.Steps[first].ID))})
+		}
+		keys[k] = i
 	}
 	deps := make([][]int, len(plan.Steps))
 	for i := range plan.Steps {
@@ -251,28 +264,6 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 	}
 	v.order = order
 	return v, nil
-}
-
-// prepare renders what execution digests — canonical arguments for the
-// ladder and approval records, idempotency keys — once per step, and only
-// when something will read it.
-func (ex *Executor) prepare(v *vplan) error {
-	if ex.cfg.Idempotency == nil && ex.cfg.Ladder == nil && ex.cfg.Gate == nil {
-		return nil
-	}
-	d := &ex.cfg.Delegation
-	for i := range v.steps {
-		s := &v.steps[i]
-		if vs := s.entry.contract.render(&s.args); vs != nil {
-			return &PlanValidationError{Reason: ReasonArguments, Step: s.step.ID, Tool: s.step.Tool, Violations: vs,
-				RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
-		}
-		if ex.cfg.Idempotency == nil {
-			continue
-		}
-		s.key = Key{Tenant: d.Tenant, Digest: keyDigest(d.Tenant, d.RunID, s.step.Tool, s.args.keyJSON)}
-	}
-	return nil
 }
 
 // firstViolation summarises a refusal for an event: paths and problems only.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/shopspring/decimal"
 )
 
 // PlanStatus is where a stored plan stands.
@@ -48,14 +50,24 @@ type PlanRecord struct {
 
 // StepRecord is one step's result as stored.
 type StepRecord struct {
-	StepID     string          `json:"step_id"`
-	Tool       string          `json:"tool"`
-	Status     StepStatus      `json:"status"`
-	Outcome    json.RawMessage `json:"outcome,omitempty"`
-	Replayed   bool            `json:"replayed,omitempty"`
-	ApprovedBy string          `json:"approved_by,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Finished   time.Time       `json:"finished"`
+	StepID string `json:"step_id"`
+	// PlanID is the plan the step belongs to: a resume replays only the
+	// records of the plan it resumes.
+	PlanID   string          `json:"plan_id"`
+	Tool     string          `json:"tool"`
+	Status   StepStatus      `json:"status"`
+	Outcome  json.RawMessage `json:"outcome,omitempty"`
+	Replayed bool            `json:"replayed,omitempty"`
+	// Key is the step's idempotency key digest, to resolve it by if it is
+	// left in doubt.
+	Key        string `json:"key"`
+	ApprovedBy string `json:"approved_by,omitempty"`
+	// Grant and Amount are the autonomy grant the step acted under and what
+	// it put against the grant's ceiling.
+	Grant    string          `json:"grant,omitempty"`
+	Amount   decimal.Decimal `json:"amount,omitzero"`
+	Error    string          `json:"error,omitempty"`
+	Finished time.Time       `json:"finished"`
 }
 
 // PlanStore keeps plans and their step results, so a run that dies mid-plan
@@ -64,7 +76,9 @@ type StepRecord struct {
 // sees another's runs.
 type PlanStore interface {
 	// SavePlan writes rec's plan and status (creating or replacing the run's
-	// record). Its Steps are ignored: steps are written by SaveStep.
+	// record). Its Steps are ignored: steps are written by SaveStep. When
+	// rec.Plan.ID differs from the stored plan's, the run's step records are
+	// dropped: they belonged to another plan.
 	SavePlan(ctx context.Context, rec *PlanRecord) error
 	// SaveStep records one step's result.
 	SaveStep(ctx context.Context, tenant, runID string, step StepRecord) error
@@ -76,10 +90,13 @@ type PlanStore interface {
 }
 
 // MemoryPlanStore is a PlanStore in memory: for tests and single-process use.
-// It does not outlive the process. The zero value is ready to use.
+// It does not outlive the process. It keeps approval decisions too (it is an
+// ApprovalStore), so executors that share it share decisions. The zero value
+// is ready to use.
 type MemoryPlanStore struct {
 	mu   sync.Mutex
 	runs map[[2]string]*PlanRecord
+	MemoryApprovalStore
 }
 
 // SavePlan implements PlanStore.

@@ -46,20 +46,25 @@ func (t Tool) Description() string { return t.description }
 // ArgumentType is the Go type the tool takes.
 func (t Tool) ArgumentType() reflect.Type { return t.argType }
 
-type ctxKey int
+// stepKey is the context key of the step a tool runs for.
+type stepKey struct{}
 
-const (
-	keyIdempotency ctxKey = iota
-	keyStep
-)
+// stepContext is what a tool's context carries: one value, not one per fact.
+type stepContext struct {
+	info StepInfo
+	key  string // "" without an idempotency store
+}
 
 // IdempotencyKey returns the idempotency key of the step a tool is running
 // for, so the tool can pass it on to a remote API that deduplicates (a
 // payment provider's Idempotency-Key header, say). ok is false outside a step
 // or when the executor has no idempotency store.
 func IdempotencyKey(ctx context.Context) (key string, ok bool) {
-	key, ok = ctx.Value(keyIdempotency).(string)
-	return key, ok
+	sc, _ := ctx.Value(stepKey{}).(*stepContext)
+	if sc == nil || sc.key == "" {
+		return "", false
+	}
+	return sc.key, true
 }
 
 // StepInfo describes the step a tool is running for.
@@ -72,9 +77,9 @@ type StepInfo struct {
 
 // CurrentStep returns the step a tool is running for.
 func CurrentStep(ctx context.Context) (StepInfo, bool) {
-	s, ok := ctx.Value(keyStep).(*StepInfo)
-	if !ok {
+	sc, _ := ctx.Value(stepKey{}).(*stepContext)
+	if sc == nil {
 		return StepInfo{}, false
 	}
-	return *s, true
+	return sc.info, true
 }

@@ -85,7 +85,8 @@ func vExecuteRefused(t *testing.T, plan planexec.Plan, reason planexec.Reason, e
 func vSearches(n int) planexec.Plan {
 	p := planexec.Plan{Goal: "look around"}
 	for i := range n {
-		p.Steps = append(p.Steps, step(fmt.Sprintf("s%d", i+1), "search_flights", `{"origin":"LHR","destination":"JFK"}`))
+		// Each from another airport: two equal searches would be one effect.
+		p.Steps = append(p.Steps, step(fmt.Sprintf("s%d", i+1), "search_flights", fmt.Sprintf(`{"origin":"A%02d","destination":"JFK"}`, i)))
 	}
 	return p
 }
@@ -383,9 +384,15 @@ func TestADelegationScopeNarrowerThanTheAllowlistRefusesTheRestAsNotAllowed(t *t
 	if err := ex.Validate(vSearches(2)); err != nil {
 		t.Errorf("a plan within the scope was refused: %v", err)
 	}
-	// An empty, non-nil scope allows nothing.
-	ex, _ = newExecutor(t, &recorder{}, func(c *planexec.Config) { c.Delegation.Scope = []string{} })
-	vRefusal(t, ex.Validate(vSearches(1)), planexec.ReasonNotAllowed)
+	// An empty, non-nil scope allows nothing: there is nothing to plan with.
+	_, err := planexec.NewExecutor(planexec.Config{
+		Tools: (&recorder{}).tools(), Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
+		Agent: planexec.Agent{Name: "courier", Tools: allTools}, Delegation: planexec.Delegation{Scope: []string{}},
+	})
+	var ce *planexec.ConfigurationError
+	if !errors.As(err, &ce) {
+		t.Errorf("an empty scope was accepted: %v", err)
+	}
 }
 
 func TestAStepWaitingOnAStepNobodyPlannedIsRefusedAsDependency(t *testing.T) {
@@ -428,8 +435,8 @@ func TestAStepWaitingOnItselfIsRefusedAsCycle(t *testing.T) {
 func TestAStepBehindALoopIsNamedAsWaitingOnACycle(t *testing.T) {
 	plan := planexec.Plan{Steps: []planexec.Step{
 		step("a", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
-		step("b", "search_flights", `{"origin":"LHR","destination":"JFK"}`, "a", "c"),
-		step("c", "search_flights", `{"origin":"LHR","destination":"JFK"}`, "b"),
+		step("b", "search_flights", `{"origin":"LGW","destination":"JFK"}`, "a", "c"),
+		step("c", "search_flights", `{"origin":"STN","destination":"JFK"}`, "b"),
 		step("d", "book_flight", `{"flight":"BA117","seats":1}`, "c"),
 	}}
 	pv := vExecuteRefused(t, plan, planexec.ReasonCycle, nil)

@@ -16,7 +16,7 @@ func TestTheTripIsReplannedRunsTogetherAndBooksOnceApproved(t *testing.T) {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	text := out.String()
-	order := []string{"PLAN_REFUSED", "REPLANNED", "PLANNED", "AUTONOMY_ACTED", "APPROVAL_REQUIRED", "APPROVAL_GRANTED", "PLAN_COMPLETED", "booked: PNR-BA117-"}
+	order := []string{"PLAN_REFUSED", "REPLANNED", "PLANNED", "AUTONOMY_CLEARED", "APPROVAL_REQUIRED", "APPROVAL_GRANTED", "PLAN_COMPLETED", "booked: PNR-BA117-"}
 	at := 0
 	for _, want := range order {
 		i := strings.Index(text[at:], want)
