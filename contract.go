@@ -156,7 +156,7 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	for _, k := range c.keyArgs {
 		v, ok := whole[k]
 		if !ok || bytes.Equal(v, []byte("null")) {
-			missing = append(missing, Violation{Path: "/" + escapePointer(k), Problem: "key argument missing: the step would run without an idempotency key"})
+			missing = append(missing, Violation{Path: "/" + strictjson.Segment(k), Problem: "key argument missing: the step would run without an idempotency key"})
 			continue
 		}
 		picked[k] = v
@@ -196,8 +196,8 @@ func ruleViolations(err error) []Violation {
 	if !errors.As(err, &ves) {
 		return []Violation{{Problem: "cannot be validated"}}
 	}
-	out := make([]Violation, 0, len(ves))
-	for _, fe := range ves {
+	out := make([]Violation, 0, min(len(ves), strictjson.MaxViolations))
+	for _, fe := range ves[:min(len(ves), strictjson.MaxViolations)] {
 		rule := fe.Tag()
 		if fe.Param() != "" {
 			rule += "=" + fe.Param()
@@ -226,7 +226,7 @@ func namespacePointer(ns string) string {
 				j++
 			}
 			b.WriteByte('/')
-			b.WriteString(escapePointer(rest[i+1 : j]))
+			b.WriteString(strictjson.Segment(rest[i+1 : j]))
 			i = j + 1
 		default:
 			j := i
@@ -234,18 +234,11 @@ func namespacePointer(ns string) string {
 				j++
 			}
 			b.WriteByte('/')
-			b.WriteString(escapePointer(rest[i:j]))
+			b.WriteString(strictjson.Segment(rest[i:j]))
 			i = j
 		}
 	}
 	return b.String()
-}
-
-func escapePointer(s string) string {
-	if !strings.ContainsAny(s, "~/") {
-		return s
-	}
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
 }
 
 // topLevelFields lists the JSON names of a struct's fields, the way

@@ -40,6 +40,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ErrNotApplied, wrapped in an error a tool returns, promises that the tool's
@@ -330,6 +332,35 @@ func (e *DelegationError) Error() string {
 
 // Unwrap returns the error of a revocation check, if any.
 func (e *DelegationError) Unwrap() error { return e.Err }
+
+// clip bounds a model-written name (a step id, a tool name) before it is put
+// in an error field, an event or a log: at most max bytes, cut on a rune
+// boundary and marked "…", with invalid UTF-8 and control characters shown
+// as U+FFFD. Names that validation accepts come through unchanged.
+func clip(s string, max int) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			clean = false
+			break
+		}
+	}
+	if clean && len(s) <= max {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			r = utf8.RuneError
+		}
+		if b.Len()+utf8.RuneLen(r) > max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // quote renders a model-written name for a message: quoted, and cut short so
 // a hostile name cannot flood a log.

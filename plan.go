@@ -170,8 +170,9 @@ func (ex *Executor) Validate(plan Plan) error {
 func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
 	d := &ex.cfg.Delegation
 	lim := ex.cfg.Limits
+	names := max(lim.MaxIDLength, 64)
 	refuse := func(r Reason, step, tool string, vs ...Violation) *PlanValidationError {
-		return &PlanValidationError{Reason: r, Step: step, Tool: tool, Violations: vs, Payload: payload,
+		return &PlanValidationError{Reason: r, Step: clip(step, names), Tool: clip(tool, names), Violations: vs, Payload: payload,
 			RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision}
 	}
 	if len(plan.Steps) == 0 {

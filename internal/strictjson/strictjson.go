@@ -273,3 +273,11 @@ func appendSegment(p, key []byte) []byte {
 	}
 	return p
 }
+
+// Segment renders key as one JSON Pointer segment the way violation paths
+// show keys: escaped per RFC 6901, cut to 64 bytes, invalid UTF-8 and control
+// characters shown as U+FFFD. Callers building paths of their own use it so
+// that a model-written key is bounded wherever it appears.
+func Segment(key string) string {
+	return string(appendSegment(nil, []byte(key)))
+}
