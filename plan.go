@@ -195,6 +195,7 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 	}
 	v := &vplan{plan: *plan, steps: make([]vstep, len(plan.Steps))}
 	index := make(map[string]int, len(plan.Steps))
+	keys := newKeyer(d.Tenant, d.RunID)
 	for i := range plan.Steps {
 		s := &plan.Steps[i]
 		if problem := ex.checkID(s.ID); problem != "" {
@@ -216,19 +217,19 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
 		}
 		v.steps[i] = vstep{step: &v.plan.Steps[i], entry: e, args: args,
-			key: Key{Tenant: d.Tenant, Digest: keyDigest(d.Tenant, d.RunID, s.Tool, args.keyJSON)}}
+			key: Key{Tenant: d.Tenant, Digest: keys.digest(s.Tool, args.keyJSON)}}
 	}
 	// Two steps with one key would be one effect: the second would replay
 	// the first, or wait on it as if another holder had it.
-	keys := make(map[string]int, len(v.steps))
+	effects := make(map[string]int, len(v.steps))
 	for i := range v.steps {
 		k := v.steps[i].key.Digest
-		if first, dup := keys[k]; dup {
+		if first, dup := effects[k]; dup {
 			s := &plan.Steps[i]
 			return nil, refuse(ReasonDuplicateEffect, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d", i),
 				Problem: fmt.Sprintf("performs the same effect as step %s (same tool and key arguments)", quote(plan.Steps[first].ID))})
 		}
-		keys[k] = i
+		effects[k] = i
 	}
 	deps := make([][]int, len(plan.Steps))
 	for i := range plan.Steps {
@@ -279,15 +280,30 @@ func firstViolation(e *PlanValidationError) string {
 	return s
 }
 
-// keyDigest is an idempotency key: the digest of the canonical JSON object
-// {"arguments": ..., "run": ..., "tenant": ..., "tool": ...}.
-func keyDigest(tenant, run, tool string, arguments []byte) string {
-	return canonjson.DigestObject(
-		canonjson.Member{Name: "arguments", Value: arguments},
-		canonjson.Member{Name: "run", Value: canonjson.String(run)},
-		canonjson.Member{Name: "tenant", Value: canonjson.String(tenant)},
-		canonjson.Member{Name: "tool", Value: canonjson.String(tool)},
-	)
+// keyer digests idempotency keys: the canonical JSON object
+// {"arguments": ..., "run": ..., "tenant": ..., "tool": ...}, built by hand
+// (members in sorted order) in one reused buffer.
+type keyer struct {
+	runTenant []byte // `,"run":"…","tenant":"…","tool":`
+	buf       []byte
+}
+
+func newKeyer(tenant, run string) *keyer {
+	b := append([]byte(nil), `,"run":`...)
+	b = canonjson.AppendString(b, run)
+	b = append(b, `,"tenant":`...)
+	b = canonjson.AppendString(b, tenant)
+	b = append(b, `,"tool":`...)
+	return &keyer{runTenant: b}
+}
+
+func (k *keyer) digest(tool string, arguments []byte) string {
+	k.buf = append(k.buf[:0], `{"arguments":`...)
+	k.buf = append(k.buf, arguments...)
+	k.buf = append(k.buf, k.runTenant...)
+	k.buf = canonjson.AppendString(k.buf, tool)
+	k.buf = append(k.buf, '}')
+	return canonjson.Sum(k.buf)
 }
 
 func (ex *Executor) checkID(id string) string {

@@ -42,6 +42,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/planexec/planexec/internal/jsonscan"
 )
@@ -72,44 +73,20 @@ func Digest(v any) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// Member is one member of an object built by DigestObject: a name and a
-// value that is already canonical JSON.
-type Member struct {
-	Name  string
-	Value []byte
-}
-
-// String returns s as a canonical JSON string. Invalid UTF-8 is replaced by
-// U+FFFD first, as encoding/json does.
-func String(s string) []byte {
-	return appendString(nil, []byte(strings.ToValidUTF8(s, "\uFFFD")))
-}
-
-// DigestObject digests the canonical object of members without a round trip
-// through encoding/json: the cheap path for keys built from parts that are
-// canonical already. Members must be given sorted by name, without repeats;
-// it panics otherwise, since that is a programming error.
-func DigestObject(members ...Member) string {
-	n := 2
-	for _, m := range members {
-		n += len(m.Name) + len(m.Value) + 4
-	}
-	buf := make([]byte, 0, n)
-	buf = append(buf, '{')
-	for i, m := range members {
-		if i > 0 {
-			if members[i-1].Name >= m.Name {
-				panic("canonjson: DigestObject members out of order")
-			}
-			buf = append(buf, ',')
-		}
-		buf = appendString(buf, []byte(m.Name))
-		buf = append(buf, ':')
-		buf = append(buf, m.Value...)
-	}
-	buf = append(buf, '}')
-	sum := sha256.Sum256(buf)
+// Sum returns "sha256:" followed by the lowercase hex SHA-256 of canonical,
+// which the caller has built canonically.
+func Sum(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// AppendString appends s to dst as a canonical JSON string. Invalid UTF-8 is
+// replaced by U+FFFD first, as encoding/json does.
+func AppendString(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return appendString(dst, []byte(s))
 }
 
 // Canonicalize re-encodes a JSON document canonically. It fails on invalid

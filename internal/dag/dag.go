@@ -21,19 +21,15 @@ type Graph struct {
 func New(deps [][]int) *Graph {
 	n := len(deps)
 	g := &Graph{indegree: make([]int32, n), start: make([]int32, n+1)}
-	edges := 0
-	for _, ds := range deps {
-		edges += len(ds)
-	}
-	// Count each distinct edge once; duplicates would double-decrement later.
-	seen := make(map[[2]int]struct{}, edges)
+	// mark[d] == i+1 when the edge d → i was seen already: repeated edges
+	// would decrement twice later.
+	mark := make([]int32, n)
 	for i, ds := range deps {
 		for _, d := range ds {
-			k := [2]int{d, i}
-			if _, dup := seen[k]; dup {
+			if mark[d] == int32(i+1) {
 				continue
 			}
-			seen[k] = struct{}{}
+			mark[d] = int32(i + 1)
 			g.start[d+1]++
 			g.indegree[i]++
 		}
@@ -44,14 +40,13 @@ func New(deps [][]int) *Graph {
 	g.next = make([]int32, g.start[n])
 	fill := make([]int32, n)
 	copy(fill, g.start[:n])
-	clear(seen)
+	clear(mark)
 	for i, ds := range deps {
 		for _, d := range ds {
-			k := [2]int{d, i}
-			if _, dup := seen[k]; dup {
+			if mark[d] == int32(i+1) {
 				continue
 			}
-			seen[k] = struct{}{}
+			mark[d] = int32(i + 1)
 			g.next[fill[d]] = int32(i)
 			fill[d]++
 		}
