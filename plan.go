@@ -156,8 +156,9 @@ type vstep struct {
 }
 
 // Validate checks the whole plan and returns a *PlanValidationError for the
-// first thing wrong, in this order: empty, too_long, then per step
-// (malformed id, duplicate_id, unknown_tool, not_allowed, arguments), then
+// first thing wrong, in this order: empty, too_long, malformed (a plan
+// larger than Limits.MaxPlanBytes), then per step (malformed id,
+// duplicate_id, unknown_tool, not_allowed, arguments), then duplicate_effect,
 // dependency and cycle. It never panics and costs O(steps + edges) plus the
 // size of the arguments.
 func (ex *Executor) Validate(plan Plan) error {
