@@ -187,9 +187,12 @@ type ladderDecision struct {
 	why     string
 }
 
-// decide rules on one step. inPlan holds what earlier steps of the same plan
-// already put against each grant, so ceilings are cumulative within a plan.
-func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan map[string]decimal.Decimal) ladderDecision {
+// decide rules on one step. inPlan holds what the steps cleared before it put
+// against each grant, and acted what the plan's finished steps did, so
+// ceilings are cumulative within a plan. With a window, what finished is in
+// the window's own sum already (committed when it ran) and is not counted
+// twice.
+func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan, acted map[string]decimal.Decimal) ladderDecision {
 	c := l.byTool[tool]
 	d := ladderDecision{class: c.Name}
 	l.mu.Lock()
@@ -222,7 +225,12 @@ func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan m
 		d.verdict, d.why = verdictEscalate, fmt.Sprintf("amount is not in the ceiling's currency %s", g.Ceiling.Currency)
 		return d
 	}
-	total := l.spentWithin(g, now).Add(inPlan[g.ID]).Add(amount)
+	total := inPlan[g.ID].Add(amount)
+	if g.Ceiling.Window > 0 {
+		total = total.Add(l.spentWithin(g, now))
+	} else {
+		total = total.Add(acted[g.ID])
+	}
 	if total.GreaterThan(g.Ceiling.Amount) {
 		d.verdict, d.why = verdictEscalate, fmt.Sprintf("over the ceiling of %s %s", g.Ceiling.Amount, g.Ceiling.Currency)
 		return d

@@ -22,9 +22,12 @@ type clearance struct {
 // clear decides, before any step runs, every step that needs a grant or a
 // person. It returns the first refusal or denial; pending decisions are
 // collected into one *ApprovalPendingError.
-func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, inPlan map[string]decimal.Decimal, ev func(Event)) ([]clearance, error) {
+//
+// acted holds what the plan's finished steps put against each grant.
+func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, acted map[string]decimal.Decimal, ev func(Event)) ([]clearance, error) {
 	d := &ex.cfg.Delegation
 	clr := make([]clearance, len(v.steps))
+	inPlan := map[string]decimal.Decimal{}
 	var pending []ApprovalRequest
 	for _, i := range v.order {
 		if finished[i] {
@@ -36,7 +39,7 @@ func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, inPlan
 		if ex.cfg.Ladder != nil {
 			if c, ok := ex.cfg.Ladder.Classify(tool); ok {
 				class = c.Name
-				dec := ex.cfg.Ladder.decide(d.Tenant, d.User, tool, s.args.canonical, inPlan)
+				dec := ex.cfg.Ladder.decide(d.Tenant, d.User, tool, s.args.canonical, inPlan, acted)
 				switch dec.verdict {
 				case verdictRefuse:
 					ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})

@@ -297,8 +297,17 @@ func (e *IndeterminateOutcomeError) Unwrap() error { return e.Err }
 
 func (e *IndeterminateOutcomeError) Error() string {
 	if e.InDoubt {
-		return fmt.Sprintf("planexec: outcome of step %s (tool %s) is in doubt: its effect may have landed; resolve key %s before it can run again",
-			quote(e.Step), quote(e.Tool), e.Key.Digest)
+		cause := ""
+		if e.Err != nil {
+			inner := e.Err
+			var se *StepError
+			if errors.As(inner, &se) {
+				inner = se.Err
+			}
+			cause = " (" + inner.Error() + ")"
+		}
+		return fmt.Sprintf("planexec: outcome of step %s (tool %s) is in doubt%s: its effect may have landed; resolve key %s before it can run again",
+			quote(e.Step), quote(e.Tool), cause, e.Key.Digest)
 	}
 	return fmt.Sprintf("planexec: step %s (tool %s) is in flight with holder %s; not run twice",
 		quote(e.Step), quote(e.Tool), quote(e.Holder))

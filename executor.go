@@ -530,11 +530,11 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 			ready = ready[1:]
 			running++
 			go func() {
-				s := v.steps[i].step
-				// A tool that ends its goroutine (runtime.Goexit) still reports.
-				d := stepDone{i: i, err: &StepError{Step: s.ID, Tool: s.Tool, Err: errors.New("the tool exited its goroutine without returning")}}
+				// Sent from a deferred call so that a tool ending its
+				// goroutine (runtime.Goexit) still reports.
+				d := stepDone{i: i}
 				defer func() { results <- d }()
-				d.res, d.err = ex.runStep(ctx, v, i, clr[i], ev)
+				d.res, d.err = ex.runStep(ctx, v, i, clr[i], ev, &d)
 			}()
 		}
 		if running == 0 {
@@ -574,7 +574,9 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 
 // runStep checks that the step may still run, claims its key, calls the tool
 // and records what happened.
-func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event)) (StepResult, error) {
+//
+// out receives the result instead when the tool ends its goroutine.
+func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), out *stepDone) (StepResult, error) {
 	d := &ex.cfg.Delegation
 	s := &v.steps[i]
 	id, tool, irreversible := s.step.ID, s.step.Tool, s.entry.contract.irreversible
@@ -628,28 +630,23 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	}
 
 	ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
-	start := ex.cfg.Now()
-	outcome, err := ex.call(ctx, v, s, epoch)
-	elapsed := ex.cfg.Now().Sub(start)
-	// What follows records the step whatever happens to ctx: the effect, if
-	// any, has happened.
+	// What follows the call records the step whatever happens to ctx: the
+	// effect, if any, has happened.
 	rctx := context.WithoutCancel(ctx)
+	start := ex.cfg.Now()
+	// A tool that ends its goroutine (runtime.Goexit) skips the rest of
+	// this function but not its deferred calls: record it as a failure.
+	exited := true
+	defer func() {
+		if exited {
+			out.res, out.err = ex.failed(rctx, v, s, clr, res, epoch, ex.cfg.Now().Sub(start), errToolExited)
+		}
+	}()
+	outcome, err := ex.call(ctx, v, s, epoch)
+	exited = false
+	elapsed := ex.cfg.Now().Sub(start)
 	if err != nil {
-		inDoubt := irreversible && !errors.Is(err, ErrNotApplied)
-		res.Status, res.Err = StepFailed, err
-		if inDoubt {
-			res.Status = StepInDoubt
-		}
-		serr := ex.saveStep(rctx, v, id, res, clr, err.Error())
-		if store != nil {
-			serr = errors.Join(serr, store.Release(rctx, s.key, epoch, inDoubt))
-		}
-		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
-		var failure error = &StepError{Step: id, Tool: tool, Err: err}
-		if inDoubt {
-			failure = &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: failure}
-		}
-		return res, errors.Join(failure, serr)
+		return ex.failed(rctx, v, s, clr, res, epoch, elapsed, err)
 	}
 	res.Status, res.Outcome = StepDone, outcome
 	if store != nil {
@@ -673,6 +670,33 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 		ev(Event{Kind: EventAutonomyReported, StepID: id, Tool: tool, Grant: clr.grant.ID, Level: clr.grant.Level})
 	}
 	return res, nil
+}
+
+// errToolExited is the failure of a tool that ended its goroutine without
+// returning.
+var errToolExited = errors.New("the tool exited its goroutine without returning")
+
+// failed records a tool's failure: in doubt when the tool is irreversible and
+// the error does not promise ErrNotApplied, failed (and its key freed)
+// otherwise.
+func (ex *Executor) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res StepResult, epoch int64, elapsed time.Duration, err error) (StepResult, error) {
+	id, tool := s.step.ID, s.step.Tool
+	inDoubt := s.entry.contract.irreversible && !errors.Is(err, ErrNotApplied)
+	res.Status, res.Err = StepFailed, err
+	if inDoubt {
+		res.Status = StepInDoubt
+	}
+	serr := ex.saveStep(ctx, v, id, res, clr, err.Error())
+	if store := ex.cfg.Idempotency; store != nil {
+		serr = errors.Join(serr, store.Release(ctx, s.key, epoch, inDoubt))
+	}
+	ex.rec.emit(Event{Kind: EventStepFailed, RunID: ex.cfg.Delegation.RunID, Tenant: ex.cfg.Delegation.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
+		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
+	var failure error = &StepError{Step: id, Tool: tool, Err: err}
+	if inDoubt {
+		failure = &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: failure}
+	}
+	return res, errors.Join(failure, serr)
 }
 
 // recheck asks again, just before a step runs, whether it may: the
