@@ -26,28 +26,6 @@ import (
 // only turns a deadlock into a failure; no test measures time with it.
 const cPatience = 5 * time.Second
 
-// cClock is a clock the test moves by hand.
-type cClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func cNewClock() *cClock {
-	return &cClock{t: time.Date(2030, time.March, 4, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *cClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *cClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // cFind returns the index of the first event of kind for stepID ("" matches
 // any step), or -1.
 func cFind(es []planexec.Event, kind planexec.EventKind, stepID string) int {
@@ -449,7 +427,7 @@ func TestADecisionThatHadAlreadyExpiredClearsNothing(t *testing.T) {
 }
 
 func TestADecisionThatExpiresBeforeItsStepRunsStopsThatStep(t *testing.T) {
-	clock := cNewClock()
+	clock := planexec.NewFakeClock()
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "search_flights" {
 			clock.Advance(2 * time.Minute) // the search takes longer than the approval lasts
@@ -770,7 +748,7 @@ func TestAnExpiredGrantRefuses(t *testing.T) {
 }
 
 func TestAGrantExpiresByTheLaddersOwnClock(t *testing.T) {
-	clock := cNewClock()
+	clock := planexec.NewFakeClock()
 	ladder := cLadder(t, planexec.Grant{ID: "g-day", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits,
 		Expires: clock.Now().Add(24 * time.Hour)})
 	ladder.SetClock(clock.Now)
@@ -978,7 +956,7 @@ func TestAChildDelegationMayOnlyNarrow(t *testing.T) {
 }
 
 func TestADelegationThatExpiresBetweenStepsStopsTheNextStep(t *testing.T) {
-	clock := cNewClock()
+	clock := planexec.NewFakeClock()
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "search_flights" {
 			clock.Advance(2 * time.Minute)

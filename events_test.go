@@ -218,7 +218,7 @@ func TestAFailedStepIsRecordedWithDetailAndTheRunEndsWithPlanFailed(t *testing.T
 }
 
 func TestEventsAreStampedByTheConfiguredClock(t *testing.T) {
-	clock := cNewClock()
+	clock := planexec.NewFakeClock()
 	t0 := clock.Now()
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "search_flights" {

@@ -9,32 +9,14 @@ import (
 	"time"
 )
 
-// iFakeClock is a clock the test moves by hand.
-type iFakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *iFakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *iFakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 const iLease = 10 * time.Second
 
 var iKey = Key{Tenant: "acme", Digest: "sha256:0a1b"}
 
 // iMemStore is a memory store on a fake clock.
-func iMemStore() (*MemoryIdempotencyStore, *iFakeClock) {
-	clk := &iFakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	return &MemoryIdempotencyStore{now: clk.now}, clk
+func iMemStore() (*MemoryIdempotencyStore, *FakeClock) {
+	clk := NewFakeClock()
+	return &MemoryIdempotencyStore{now: clk.Now}, clk
 }
 
 // iClaim claims iKey for holder.
@@ -53,7 +35,7 @@ func TestMemoryClaimOfANewKeyIsAcquiredAtEpochOne(t *testing.T) {
 	if c.State != ClaimAcquired || c.Epoch != 1 || c.Holder != "worker-a" {
 		t.Fatalf("claim = %+v, want acquired at epoch 1 by worker-a", c)
 	}
-	if want := clk.now().Add(iLease); !c.LeaseExpires.Equal(want) {
+	if want := clk.Now().Add(iLease); !c.LeaseExpires.Equal(want) {
 		t.Errorf("lease expires %v, want %v", c.LeaseExpires, want)
 	}
 }
@@ -61,7 +43,7 @@ func TestMemoryClaimOfANewKeyIsAcquiredAtEpochOne(t *testing.T) {
 func TestMemoryClaimOfAKeyInFlightIsHeldWithItsHolderAndLease(t *testing.T) {
 	s, clk := iMemStore()
 	first := iClaim(t, s, "worker-a", false)
-	clk.advance(iLease / 2)
+	clk.Advance(iLease / 2)
 	for _, takeOver := range []bool{false, true} {
 		c := iClaim(t, s, "worker-b", takeOver)
 		if c.State != ClaimHeld || c.Holder != "worker-a" || !c.LeaseExpires.Equal(first.LeaseExpires) {
@@ -73,7 +55,7 @@ func TestMemoryClaimOfAKeyInFlightIsHeldWithItsHolderAndLease(t *testing.T) {
 func TestMemoryAnExpiredLeaseIsInDoubtWithoutTakeOverAndTakenOverWithIt(t *testing.T) {
 	s, clk := iMemStore()
 	iClaim(t, s, "worker-a", false)
-	clk.advance(iLease)
+	clk.Advance(iLease)
 
 	if c := iClaim(t, s, "worker-b", false); c.State != ClaimInDoubt || c.Holder != "worker-a" {
 		t.Errorf("without TakeOver: claim = %+v, want in doubt (worker-a's effect may have landed)", c)
@@ -91,7 +73,7 @@ func TestMemoryWritesFromATakenOverHolderAreFenced(t *testing.T) {
 	ctx := context.Background()
 	s, clk := iMemStore()
 	old := iClaim(t, s, "worker-a", true)
-	clk.advance(iLease + time.Second)
+	clk.Advance(iLease + time.Second)
 	cur := iClaim(t, s, "worker-b", true)
 	if cur.State != ClaimAcquired || cur.Epoch <= old.Epoch {
 		t.Fatalf("take-over = %+v, want acquired above epoch %d", cur, old.Epoch)
@@ -134,7 +116,7 @@ func TestMemoryACompletedKeyReturnsItsOutcomeToLaterClaims(t *testing.T) {
 	if err := s.Complete(ctx, iKey, c.Epoch, json.RawMessage(`{"pnr":"PNR-BA117"}`)); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
-	clk.advance(24 * time.Hour) // a completed key does not expire with the lease
+	clk.Advance(24 * time.Hour) // a completed key does not expire with the lease
 	for _, takeOver := range []bool{false, true} {
 		got := iClaim(t, s, "worker-b", takeOver)
 		if got.State != ClaimCompleted || string(got.Outcome) != `{"pnr":"PNR-BA117"}` {
@@ -211,7 +193,7 @@ func TestMemoryAKeyReleasedInDoubtIsNeverTakenOver(t *testing.T) {
 	if err := s.Release(ctx, iKey, c.Epoch, true); err != nil {
 		t.Fatalf("Release in doubt: %v", err)
 	}
-	clk.advance(24 * time.Hour)
+	clk.Advance(24 * time.Hour)
 	for _, takeOver := range []bool{false, true} {
 		if got := iClaim(t, s, "worker-b", takeOver); got.State != ClaimInDoubt || got.Holder != "worker-a" {
 			t.Errorf("TakeOver %v: claim = %+v, want in doubt, left by worker-a", takeOver, got)
@@ -272,7 +254,7 @@ func TestMemoryExtendKeepsAClaimHeldPastItsFirstLease(t *testing.T) {
 	s, clk := iMemStore()
 	c := iClaim(t, s, "worker-a", true)
 	for range 5 {
-		clk.advance(iLease / 2)
+		clk.Advance(iLease / 2)
 		if err := s.Extend(ctx, iKey, c.Epoch, iLease); err != nil {
 			t.Fatalf("Extend: %v", err)
 		}
@@ -282,7 +264,7 @@ func TestMemoryExtendKeepsAClaimHeldPastItsFirstLease(t *testing.T) {
 	if got.State != ClaimHeld || got.Holder != "worker-a" {
 		t.Fatalf("claim = %+v, want still held by worker-a", got)
 	}
-	if want := clk.now().Add(iLease); !got.LeaseExpires.Equal(want) {
+	if want := clk.Now().Add(iLease); !got.LeaseExpires.Equal(want) {
 		t.Errorf("lease expires %v, want %v (renewed from the last Extend)", got.LeaseExpires, want)
 	}
 }

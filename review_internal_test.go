@@ -4,33 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 )
 
-// rvClock is a clock the test moves by hand.
-type rvClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *rvClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *rvClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestMemoryResolveRefusesALiveHolderAndFencesOneWhoseLeaseRanOut(t *testing.T) {
 	ctx := context.Background()
-	clk := &rvClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	s := &MemoryIdempotencyStore{now: clk.now}
+	clk := NewFakeClock()
+	s := &MemoryIdempotencyStore{now: clk.Now}
 	key := Key{Tenant: "acme", Digest: "sha256:5eed"}
 	const lease = 10 * time.Second
 	claim := func(holder string) Claim {
@@ -47,7 +28,7 @@ func TestMemoryResolveRefusesALiveHolderAndFencesOneWhoseLeaseRanOut(t *testing.
 	}
 
 	// The holder's lease is live: its outcome is about to be known.
-	clk.advance(lease / 2)
+	clk.Advance(lease / 2)
 	for _, r := range []Resolution{{Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}, {Applied: false}} {
 		if err := s.Resolve(ctx, key, r); !errors.Is(err, ErrClaimHeld) {
 			t.Errorf("Resolve(%+v) while the lease is live: want ErrClaimHeld, got %v", r, err)
@@ -61,7 +42,7 @@ func TestMemoryResolveRefusesALiveHolderAndFencesOneWhoseLeaseRanOut(t *testing.
 	}
 
 	// The lease runs out: the holder is gone, and someone who knows settles it.
-	clk.advance(lease + time.Second)
+	clk.Advance(lease + time.Second)
 	if err := s.Resolve(ctx, key, Resolution{Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}); err != nil {
 		t.Fatalf("Resolve after the lease ran out: %v", err)
 	}

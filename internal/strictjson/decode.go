@@ -355,22 +355,9 @@ func (s *state) object(c *codec, v reflect.Value, depth int) {
 		s.pos++
 	} else {
 		for {
-			kstart := s.pos
-			kend, flags := jsonscan.ScanString(b, kstart)
-			if kend < 0 {
-				s.fail()
+			key, flags, ok := s.key()
+			if !ok {
 				return
-			}
-			s.pushKey(kstart, kend)
-			if !s.colon(kend) {
-				return
-			}
-			var key []byte
-			if flags&jsonscan.Escaped == 0 {
-				key = b[kstart+1 : kend-1]
-			} else {
-				s.scratch = jsonscan.AppendUnquoted(s.scratch[:0], b[kstart:kend])
-				key = s.scratch
 			}
 			fi := -1
 			if flags&jsonscan.BadUTF8 == 0 {
@@ -416,6 +403,28 @@ func (s *state) object(c *codec, v reflect.Value, depth int) {
 			s.pop()
 		}
 	}
+}
+
+// key reads a member's key and the ':' after it, and pushes the key onto the
+// path. The key is unescaped (into scratch when it had escapes, so it is
+// valid only until the next key); flags tell whether it held invalid UTF-8.
+func (s *state) key() (key []byte, flags jsonscan.StringFlags, ok bool) {
+	b := s.data
+	kstart := s.pos
+	kend, flags := jsonscan.ScanString(b, kstart)
+	if kend < 0 {
+		s.fail()
+		return nil, 0, false
+	}
+	s.pushKey(kstart, kend)
+	if !s.colon(kend) {
+		return nil, 0, false
+	}
+	if flags&jsonscan.Escaped == 0 {
+		return b[kstart+1 : kend-1], flags, true
+	}
+	s.scratch = jsonscan.AppendUnquoted(s.scratch[:0], b[kstart:kend])
+	return s.scratch, flags, true
 }
 
 // colon consumes the ':' after a key ending at kend and the space after it.
@@ -544,22 +553,9 @@ func (s *state) mapObject(c *codec, v reflect.Value, depth int) {
 		return
 	}
 	for {
-		kstart := s.pos
-		kend, flags := jsonscan.ScanString(b, kstart)
-		if kend < 0 {
-			s.fail()
+		key, flags, ok := s.key()
+		if !ok {
 			return
-		}
-		s.pushKey(kstart, kend)
-		if !s.colon(kend) {
-			return
-		}
-		var key []byte
-		if flags&jsonscan.Escaped == 0 {
-			key = b[kstart+1 : kend-1]
-		} else {
-			s.scratch = jsonscan.AppendUnquoted(s.scratch[:0], b[kstart:kend])
-			key = s.scratch
 		}
 		var k reflect.Value
 		switch {
