@@ -22,21 +22,6 @@ import (
 	"github.com/planexec/planexec"
 )
 
-// cPatience bounds how long a test waits for something that must happen. It
-// only turns a deadlock into a failure; no test measures time with it.
-const cPatience = 5 * time.Second
-
-// cFind returns the index of the first event of kind for stepID ("" matches
-// any step), or -1.
-func cFind(es []planexec.Event, kind planexec.EventKind, stepID string) int {
-	for i, e := range es {
-		if e.Kind == kind && (stepID == "" || e.StepID == stepID) {
-			return i
-		}
-	}
-	return -1
-}
-
 // cNothingStarted fails the test if any step started or any tool was called.
 func cNothingStarted(t *testing.T, r *recorder, es []planexec.Event) {
 	t.Helper()
@@ -132,9 +117,9 @@ func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
 	}
 
 	es := ex.Events()
-	required := cFind(es, planexec.EventApprovalRequired, "s2")
-	granted := cFind(es, planexec.EventApprovalGranted, "s2")
-	started := cFind(es, planexec.EventStepStarted, "")
+	required := findEvent(es, planexec.EventApprovalRequired, "s2")
+	granted := findEvent(es, planexec.EventApprovalGranted, "s2")
+	started := findEvent(es, planexec.EventStepStarted, "")
 	if required < 0 || granted < 0 || started < 0 || required >= granted || granted >= started {
 		t.Errorf("want APPROVAL_REQUIRED, then APPROVAL_GRANTED, then the first STEP_STARTED: %v", kinds(es))
 	}
@@ -202,7 +187,7 @@ func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 	}
 	es := ex.Events()
 	cNothingStarted(t, r, es)
-	if cFind(es, planexec.EventApprovalDenied, "s3") < 0 {
+	if findEvent(es, planexec.EventApprovalDenied, "s3") < 0 {
 		t.Errorf("no APPROVAL_DENIED for s3: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -262,7 +247,7 @@ func TestADecisionNamingAnotherRecordClearsNothing(t *testing.T) {
 	}
 	es := ex.Events()
 	cNothingStarted(t, r, es)
-	if cFind(es, planexec.EventApprovalGranted, "") >= 0 {
+	if findEvent(es, planexec.EventApprovalGranted, "") >= 0 {
 		t.Errorf("a decision for another record was taken as a grant: %v", kinds(es))
 	}
 }
@@ -349,11 +334,11 @@ func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
 		t.Errorf("resume calls = %v", got)
 	}
 	es := ex2.Events()
-	i := cFind(es, planexec.EventApprovalGranted, "s2")
+	i := findEvent(es, planexec.EventApprovalGranted, "s2")
 	if i < 0 || !es[i].Replayed || es[i].RecordID != record || es[i].Approver != "dana" {
 		t.Errorf("want a replayed APPROVAL_GRANTED for s2 by dana: %+v", es)
 	}
-	if cFind(es, planexec.EventApprovalRequired, "") >= 0 {
+	if findEvent(es, planexec.EventApprovalRequired, "") >= 0 {
 		t.Errorf("APPROVAL_REQUIRED on resume: %v", kinds(es))
 	}
 	if res.Steps["s2"].ApprovedBy != "dana" {
@@ -384,7 +369,7 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 		t.Errorf("the same record was asked for again: %+v", asked)
 	}
 	es := ex2.Events()
-	if i := cFind(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
+	if i := findEvent(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
 		t.Errorf("want a replayed APPROVAL_GRANTED: %v", kinds(es))
 	}
 	if got := toolNames(r2.Calls()); len(got) != 2 {
@@ -421,7 +406,7 @@ func TestADecisionThatHadAlreadyExpiredClearsNothing(t *testing.T) {
 	}
 	es := ex.Events()
 	cNothingStarted(t, r, es)
-	if cFind(es, planexec.EventApprovalDenied, "s2") < 0 {
+	if findEvent(es, planexec.EventApprovalDenied, "s2") < 0 {
 		t.Errorf("no APPROVAL_DENIED: %v", kinds(es))
 	}
 }
@@ -457,11 +442,11 @@ func TestADecisionThatExpiresBeforeItsStepRunsStopsThatStep(t *testing.T) {
 		t.Errorf("result = %+v, want an incomplete result", res)
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
 	// The record says why s2 did not run, as it does for a revoked grant.
-	if i := cFind(es, planexec.EventApprovalDenied, "s2"); i < 0 || es[i].RecordID != denied.RecordID {
+	if i := findEvent(es, planexec.EventApprovalDenied, "s2"); i < 0 || es[i].RecordID != denied.RecordID {
 		t.Errorf("no APPROVAL_DENIED for s2 on the record: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -544,12 +529,12 @@ func TestAPendingDecisionStoresThePlanAndResumeRunsItOnceGranted(t *testing.T) {
 		t.Errorf("calls = %v", calls)
 	}
 	es := ex.Events()
-	resumed := cFind(es, planexec.EventPlanResumed, "")
+	resumed := findEvent(es, planexec.EventPlanResumed, "")
 	if resumed < 0 {
 		t.Fatalf("no PLAN_RESUMED: %v", kinds(es))
 	}
 	for _, id := range []string{"s2", "s3"} {
-		i := cFind(es[resumed:], planexec.EventApprovalGranted, id)
+		i := findEvent(es[resumed:], planexec.EventApprovalGranted, id)
 		if i < 0 || !es[resumed+i].Replayed {
 			t.Errorf("no replayed APPROVAL_GRANTED for %s after PLAN_RESUMED: %v", id, kinds(es))
 		}
@@ -625,11 +610,11 @@ func TestAGrantWithinItsCeilingActsWithoutAskingAnyone(t *testing.T) {
 		t.Errorf("calls = %v", got)
 	}
 	es := ex.Events()
-	i := cFind(es, planexec.EventAutonomyCleared, "s1")
+	i := findEvent(es, planexec.EventAutonomyCleared, "s1")
 	if i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
 		t.Errorf("want AUTONOMY_CLEARED for s1 under g-refunds at act_within_limits: %+v", es)
 	}
-	if i >= cFind(es, planexec.EventStepStarted, "s1") {
+	if i >= findEvent(es, planexec.EventStepStarted, "s1") {
 		t.Errorf("AUTONOMY_CLEARED does not come before the step started: %v", kinds(es))
 	}
 }
@@ -649,7 +634,7 @@ func TestAnIrreversibleToolTheLadderClassifiesActsUnderAGrantWithNoGate(t *testi
 		t.Errorf("s2 = %+v, want it run under g-book with no approver", res.Steps["s2"])
 	}
 	es := ex.Events()
-	if i := cFind(es, planexec.EventAutonomyCleared, "s2"); i < 0 || es[i].Level != planexec.LevelActAndReport {
+	if i := findEvent(es, planexec.EventAutonomyCleared, "s2"); i < 0 || es[i].Level != planexec.LevelActAndReport {
 		t.Errorf("want AUTONOMY_CLEARED at act_and_report for s2: %v", kinds(es))
 	}
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
@@ -674,12 +659,12 @@ func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
 		t.Errorf("s1 = %+v, want cleared by dana, not under a grant", res.Steps["s1"])
 	}
 	es := ex.Events()
-	esc := cFind(es, planexec.EventAutonomyEscalated, "s1")
-	req := cFind(es, planexec.EventApprovalRequired, "s1")
+	esc := findEvent(es, planexec.EventAutonomyEscalated, "s1")
+	req := findEvent(es, planexec.EventApprovalRequired, "s1")
 	if esc < 0 || req < 0 || esc > req {
 		t.Errorf("want AUTONOMY_ESCALATED then APPROVAL_REQUIRED: %v", kinds(es))
 	}
-	if cFind(es, planexec.EventAutonomyCleared, "") >= 0 {
+	if findEvent(es, planexec.EventAutonomyCleared, "") >= 0 {
 		t.Errorf("an ask_always grant acted: %v", kinds(es))
 	}
 	if len(r.Calls()) != 1 {
@@ -712,7 +697,7 @@ func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user string
 	}
 	es := ex.Events()
 	cNothingStarted(t, r, es)
-	if cFind(es, planexec.EventAutonomyRefused, "s2") < 0 {
+	if findEvent(es, planexec.EventAutonomyRefused, "s2") < 0 {
 		t.Errorf("no AUTONOMY_REFUSED for s2: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -795,7 +780,7 @@ func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.
 	}
 	es := ex.Events()
 	for _, id := range escalated {
-		if cFind(es, planexec.EventAutonomyEscalated, id) < 0 {
+		if findEvent(es, planexec.EventAutonomyEscalated, id) < 0 {
 			t.Errorf("no AUTONOMY_ESCALATED for %s: %v", id, kinds(es))
 		}
 	}
@@ -824,11 +809,11 @@ func TestCeilingsAddUpAcrossTheStepsOfOnePlan(t *testing.T) {
 	}, "s3")
 	es := ex.Events()
 	for _, id := range []string{"s1", "s2"} {
-		if cFind(es, planexec.EventAutonomyCleared, id) < 0 {
+		if findEvent(es, planexec.EventAutonomyCleared, id) < 0 {
 			t.Errorf("%s did not act: %v", id, kinds(es))
 		}
 	}
-	if cFind(es, planexec.EventAutonomyCleared, "s3") >= 0 {
+	if findEvent(es, planexec.EventAutonomyCleared, "s3") >= 0 {
 		t.Errorf("s3 acted past the ceiling: %v", kinds(es))
 	}
 }
@@ -842,13 +827,13 @@ func TestSpendingWithinTheWindowCountsAgainstTheNextPlan(t *testing.T) {
 	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "70", "GBP")}}); err != nil {
 		t.Fatalf("first plan: %v", err)
 	}
-	if len(gate.Asked()) != 0 || cFind(first.Events(), planexec.EventAutonomyCleared, "s1") < 0 {
+	if len(gate.Asked()) != 0 || findEvent(first.Events(), planexec.EventAutonomyCleared, "s1") < 0 {
 		t.Fatalf("the first refund of 70 should act: %v", kinds(first.Events()))
 	}
 
 	// 70 already spent; 40 more would pass 100.
 	second := cEscalates(t, ladder, []planexec.Step{cRefund("s1", "o-2", "40", "GBP")}, "s1")
-	if cFind(second.Events(), planexec.EventAutonomyCleared, "") >= 0 {
+	if findEvent(second.Events(), planexec.EventAutonomyCleared, "") >= 0 {
 		t.Errorf("the second plan acted past the window's headroom: %v", kinds(second.Events()))
 	}
 }
@@ -890,10 +875,10 @@ func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
 		t.Errorf("asked %+v", gate.Asked())
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventAutonomyCleared, "s2") < 0 || cFind(es, planexec.EventAutonomyRefused, "s2") < 0 {
+	if findEvent(es, planexec.EventAutonomyCleared, "s2") < 0 || findEvent(es, planexec.EventAutonomyRefused, "s2") < 0 {
 		t.Errorf("want s2 acted at clearance and refused at dispatch: %v", kinds(es))
 	}
-	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
 }
@@ -981,10 +966,10 @@ func TestADelegationThatExpiresBetweenStepsStopsTheNextStep(t *testing.T) {
 		t.Errorf("calls = %v, want the search only", got)
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
-	if i := cFind(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
+	if i := findEvent(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
 		t.Errorf("the record does not say why s2 did not run: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -1026,10 +1011,10 @@ func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
 		t.Errorf("calls = %v, want the search only", got)
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
-	if i := cFind(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
+	if i := findEvent(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
 		t.Errorf("the record does not say why s2 did not run: %v", kinds(es))
 	}
 	mu.Lock()

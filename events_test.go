@@ -77,11 +77,11 @@ func TestEveryEventCarriesItsTimeRunPlanAndRevision(t *testing.T) {
 			t.Errorf("event %d %s names step %q tool %q, not a step of the plan", e.Seq, e.Kind, e.StepID, e.Tool)
 		}
 	}
-	if i := cFind(es, planexec.EventAutonomyCleared, "s3"); i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
+	if i := findEvent(es, planexec.EventAutonomyCleared, "s3"); i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
 		t.Errorf("AUTONOMY_CLEARED does not name its grant and level: %+v", es)
 	}
 	for _, k := range []planexec.EventKind{planexec.EventApprovalRequired, planexec.EventApprovalGranted} {
-		if i := cFind(es, k, "s2"); i < 0 || es[i].RecordID == "" {
+		if i := findEvent(es, k, "s2"); i < 0 || es[i].RecordID == "" {
 			t.Errorf("%s for s2 names no record", k)
 		}
 	}
@@ -109,7 +109,7 @@ func TestEventsAreNumberedFromOneInTheOrderTheyHappened(t *testing.T) {
 	}
 	// Each step's events keep their own order.
 	for _, id := range []string{"s0", "s3", "s5"} {
-		started, executed := cFind(es, planexec.EventStepStarted, id), cFind(es, planexec.EventStepExecuted, id)
+		started, executed := findEvent(es, planexec.EventStepStarted, id), findEvent(es, planexec.EventStepExecuted, id)
 		if started < 0 || executed < started {
 			t.Errorf("%s: STEP_STARTED at %d, STEP_EXECUTED at %d", id, started, executed)
 		}
@@ -129,7 +129,7 @@ func TestTheObserverSeesTheSameEventsLiveAndInTheSameOrder(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		startedBeforeCall[id] = cFind(observed, planexec.EventStepStarted, id) >= 0
+		startedBeforeCall[id] = findEvent(observed, planexec.EventStepStarted, id) >= 0
 		return nil
 	}
 	ex := cBusyExecutor(t, r, func(c *planexec.Config) {
@@ -231,7 +231,7 @@ func TestEventsAreStampedByTheConfiguredClock(t *testing.T) {
 		t.Fatalf("Execute: %v", err)
 	}
 	es := ex.Events()
-	started, executed := cFind(es, planexec.EventStepStarted, "s1"), cFind(es, planexec.EventStepExecuted, "s1")
+	started, executed := findEvent(es, planexec.EventStepStarted, "s1"), findEvent(es, planexec.EventStepExecuted, "s1")
 	if started < 0 || executed < 0 {
 		t.Fatalf("events = %v", kinds(es))
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 // cBarrier lets n calls through once all n have arrived. A call that waits
-// longer than cPatience gets an error, which fails the step and the test.
+// longer than patience gets an error, which fails the step and the test.
 type cBarrier struct {
 	n    int32
 	hits atomic.Int32
@@ -34,12 +34,12 @@ func (b *cBarrier) arrive() error {
 	return cAwait(b.all, fmt.Sprintf("only %d of %d calls were in flight together", b.hits.Load(), b.n))
 }
 
-// cAwait waits for ch to close, or fails with what after cPatience.
+// cAwait waits for ch to close, or fails with what after patience.
 func cAwait(ch <-chan struct{}, what string) error {
 	select {
 	case <-ch:
 		return nil
-	case <-time.After(cPatience):
+	case <-time.After(patience):
 		return errors.New(what)
 	}
 }
@@ -180,12 +180,12 @@ func TestAStepNeverStartsBeforeAllItsDependenciesFinished(t *testing.T) {
 		t.Errorf("calls in order %v, want o-1 first and o-4 last", calls)
 	}
 	es := ex.Events()
-	s4 := cFind(es, planexec.EventStepStarted, "s4")
+	s4 := findEvent(es, planexec.EventStepStarted, "s4")
 	for _, dep := range []string{"s2", "s3"} {
-		if done := cFind(es, planexec.EventStepExecuted, dep); done < 0 || done > s4 {
+		if done := findEvent(es, planexec.EventStepExecuted, dep); done < 0 || done > s4 {
 			t.Errorf("s4 started before %s finished: %v", dep, es)
 		}
-		if started, s1 := cFind(es, planexec.EventStepStarted, dep), cFind(es, planexec.EventStepExecuted, "s1"); started < s1 {
+		if started, s1 := findEvent(es, planexec.EventStepStarted, dep), findEvent(es, planexec.EventStepExecuted, "s1"); started < s1 {
 			t.Errorf("%s started before s1 finished", dep)
 		}
 	}
@@ -309,7 +309,7 @@ func TestAFailedStepStopsItsDependentsWhileRunningStepsFinishAndAreRecorded(t *t
 		t.Errorf("s2 is in the result: %+v", res.Steps["s2"])
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventStepExecuted, "s3") < 0 || cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepExecuted, "s3") < 0 || findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("want s3 executed and s2 never started: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -412,7 +412,7 @@ func TestCancellingTheContextStopsTheRunAndItsDependents(t *testing.T) {
 	var out outcome
 	select {
 	case out = <-done:
-	case <-time.After(cPatience):
+	case <-time.After(patience):
 		t.Fatal("Execute did not return after its context was cancelled")
 	}
 	if !errors.Is(out.err, context.Canceled) {
@@ -425,7 +425,7 @@ func TestCancellingTheContextStopsTheRunAndItsDependents(t *testing.T) {
 		t.Errorf("result = %+v, want s1 not done and the run incomplete", out.res)
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -456,7 +456,7 @@ func TestAPanickingToolBecomesAStepError(t *testing.T) {
 		t.Errorf("calls = %v, want the refund only", got)
 	}
 	es := ex.Events()
-	if cFind(es, planexec.EventStepFailed, "s1") < 0 {
+	if findEvent(es, planexec.EventStepFailed, "s1") < 0 {
 		t.Errorf("no STEP_FAILED for s1: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)

@@ -3,8 +3,8 @@ package planexec_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,4 +197,73 @@ func toolNames(cs []call) []string {
 	return out
 }
 
-var _ = fmt.Sprint
+// patience bounds how long a test waits for something that must happen. It
+// only turns a hang into a failure; no test measures time with it.
+const patience = 5 * time.Second
+
+// findEvent returns the index of the first event of kind for stepID (""
+// matches any step), or -1.
+func findEvent(es []planexec.Event, kind planexec.EventKind, stepID string) int {
+	for i, e := range es {
+		if e.Kind == kind && (stepID == "" || e.StepID == stepID) {
+			return i
+		}
+	}
+	return -1
+}
+
+// callsOf counts the calls tool received.
+func callsOf(r *recorder, tool string) int {
+	n := 0
+	for _, c := range r.Calls() {
+		if c.Tool == tool {
+			n++
+		}
+	}
+	return n
+}
+
+// holdFirst blocks the first caller of hold until open; later callers pass.
+type holdFirst struct {
+	entered chan struct{}
+	release chan struct{}
+	first   atomic.Bool
+	once    sync.Once
+}
+
+func newHoldFirst() *holdFirst {
+	return &holdFirst{entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdFirst) hold() {
+	if h.first.CompareAndSwap(false, true) {
+		close(h.entered)
+		<-h.release
+	}
+}
+
+func (h *holdFirst) open() { h.once.Do(func() { close(h.release) }) }
+
+// edits applies several config edits in order.
+func edits(es ...func(*planexec.Config)) func(*planexec.Config) {
+	return func(cfg *planexec.Config) {
+		for _, e := range es {
+			e(cfg)
+		}
+	}
+}
+
+// withPlans shares a plan store.
+func withPlans(s planexec.PlanStore) func(*planexec.Config) {
+	return func(cfg *planexec.Config) { cfg.Plans = s }
+}
+
+// withIdempotency shares an idempotency store.
+func withIdempotency(s planexec.IdempotencyStore) func(*planexec.Config) {
+	return func(cfg *planexec.Config) { cfg.Idempotency = s }
+}
+
+// withHolder names the executor in its claims.
+func withHolder(name string) func(*planexec.Config) {
+	return func(cfg *planexec.Config) { cfg.Holder = name }
+}

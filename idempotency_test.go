@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -52,25 +51,6 @@ func iRun(tenant, runID string) func(*planexec.Config) {
 	}
 }
 
-// iIdem shares an idempotency store.
-func iIdem(store planexec.IdempotencyStore) func(*planexec.Config) {
-	return func(cfg *planexec.Config) { cfg.Idempotency = store }
-}
-
-// iHolder names the executor in its claims.
-func iHolder(name string) func(*planexec.Config) {
-	return func(cfg *planexec.Config) { cfg.Holder = name }
-}
-
-// iEdits applies several config edits in order.
-func iEdits(edits ...func(*planexec.Config)) func(*planexec.Config) {
-	return func(cfg *planexec.Config) {
-		for _, e := range edits {
-			e(cfg)
-		}
-	}
-}
-
 // iOne is a plan of one step.
 func iOne(s planexec.Step) planexec.Plan {
 	return planexec.Plan{Goal: "one effect", Steps: []planexec.Step{s}}
@@ -81,7 +61,7 @@ func iOne(s planexec.Step) planexec.Plan {
 func iKeySeen(t *testing.T, tenant, runID string, s planexec.Step) string {
 	t.Helper()
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, iEdits(iWithLedger(r), iRun(tenant, runID), iIdem(&planexec.MemoryIdempotencyStore{})))
+	ex, _ := newExecutor(t, r, edits(iWithLedger(r), iRun(tenant, runID), withIdempotency(&planexec.MemoryIdempotencyStore{})))
 	if _, err := ex.Execute(context.Background(), iOne(s)); err != nil {
 		t.Fatalf("Execute %s: %v", s.Arguments, err)
 	}
@@ -95,17 +75,6 @@ func iKeySeen(t *testing.T, tenant, runID string, s planexec.Step) string {
 	return calls[0].Key
 }
 
-// iCallsOf counts the calls tool received.
-func iCallsOf(r *recorder, tool string) int {
-	n := 0
-	for _, c := range r.Calls() {
-		if c.Tool == tool {
-			n++
-		}
-	}
-	return n
-}
-
 // iReplayedExecutions counts STEP_EXECUTED events marked Replayed.
 func iReplayedExecutions(es []planexec.Event) int {
 	n := 0
@@ -116,28 +85,6 @@ func iReplayedExecutions(es []planexec.Event) int {
 	}
 	return n
 }
-
-// iGate blocks the first call of a tool until it is opened.
-type iGate struct {
-	entered chan struct{}
-	release chan struct{}
-	first   atomic.Bool
-	once    sync.Once
-}
-
-func iNewGate() *iGate {
-	return &iGate{entered: make(chan struct{}), release: make(chan struct{})}
-}
-
-// hold blocks the first caller until open; later callers pass.
-func (g *iGate) hold() {
-	if g.first.CompareAndSwap(false, true) {
-		close(g.entered)
-		<-g.release
-	}
-}
-
-func (g *iGate) open() { g.once.Do(func() { close(g.release) }) }
 
 // iCountingStore counts lease renewals of a memory store.
 type iCountingStore struct {
@@ -196,7 +143,7 @@ func TestOnlyKeyArgumentsDecideTheKey(t *testing.T) {
 	keyOf := func(args string) string {
 		t.Helper()
 		r := &recorder{}
-		ex, _ := newExecutor(t, r, iIdem(&planexec.MemoryIdempotencyStore{}))
+		ex, _ := newExecutor(t, r, withIdempotency(&planexec.MemoryIdempotencyStore{}))
 		if _, err := ex.Execute(context.Background(), iOne(step("b1", "book_flight", args))); err != nil {
 			t.Fatalf("Execute %s: %v", args, err)
 		}
@@ -258,7 +205,7 @@ func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.
 	ctx := context.Background()
 	store := &planexec.MemoryIdempotencyStore{}
 	r := &recorder{}
-	first, _ := newExecutor(t, r, iIdem(store))
+	first, _ := newExecutor(t, r, withIdempotency(store))
 	want, err := first.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("first Execute: %v", err)
@@ -267,7 +214,7 @@ func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.
 		t.Fatalf("first run: want both tools called, got %v", got)
 	}
 
-	second, _ := newExecutor(t, r, iIdem(store))
+	second, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := second.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("second Execute: %v", err)
@@ -311,7 +258,7 @@ func TestAKeyClaimedElsewhereIsIndeterminateAndTheToolIsNotCalled(t *testing.T) 
 
 	// Learn the key from a run on another store.
 	learn := &recorder{}
-	ex0, _ := newExecutor(t, learn, iIdem(&planexec.MemoryIdempotencyStore{}))
+	ex0, _ := newExecutor(t, learn, withIdempotency(&planexec.MemoryIdempotencyStore{}))
 	if _, err := ex0.Execute(ctx, plan); err != nil {
 		t.Fatalf("learning run: %v", err)
 	}
@@ -324,7 +271,7 @@ func TestAKeyClaimedElsewhereIsIndeterminateAndTheToolIsNotCalled(t *testing.T) 
 	}
 
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, iIdem(store))
+	ex, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := ex.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
@@ -356,7 +303,7 @@ func TestAKeyClaimedElsewhereIsIndeterminateAndTheToolIsNotCalled(t *testing.T) 
 func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	ctx := context.Background()
 	store := &planexec.MemoryIdempotencyStore{}
-	gate := iNewGate()
+	gate := newHoldFirst()
 	defer gate.open()
 	r := &recorder{fail: func(tool string, _ any) error {
 		gate.hold()
@@ -364,7 +311,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}}
 	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
 
-	first, _ := newExecutor(t, r, iEdits(iIdem(store), iHolder("worker-a")))
+	first, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-a")))
 	type outcome struct {
 		res *planexec.Result
 		err error
@@ -376,7 +323,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}()
 	<-gate.entered
 
-	second, _ := newExecutor(t, r, iEdits(iIdem(store), iHolder("worker-b")))
+	second, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b")))
 	_, err := second.Execute(ctx, plan)
 	gate.open()
 	got := <-done
@@ -394,7 +341,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	if got.err != nil || !got.res.Complete {
 		t.Fatalf("first executor: %+v, %v", got.res, got.err)
 	}
-	if n := iCallsOf(r, "search_flights"); n != 1 {
+	if n := callsOf(r, "search_flights"); n != 1 {
 		t.Fatalf("search_flights called %d times, want once", n)
 	}
 }
@@ -403,7 +350,7 @@ func TestALongRunningToolKeepsItsClaimByRenewingTheLease(t *testing.T) {
 	ctx := context.Background()
 	store := &iCountingStore{MemoryIdempotencyStore: &planexec.MemoryIdempotencyStore{}}
 	const lease = 45 * time.Millisecond
-	gate := iNewGate()
+	gate := newHoldFirst()
 	defer gate.open()
 	r := &recorder{fail: func(string, any) error {
 		gate.hold()
@@ -414,7 +361,7 @@ func TestALongRunningToolKeepsItsClaimByRenewingTheLease(t *testing.T) {
 	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
 	withLease := func(cfg *planexec.Config) { cfg.Lease = lease }
 
-	first, _ := newExecutor(t, r, iEdits(iIdem(store), iHolder("worker-a"), withLease))
+	first, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-a"), withLease))
 	done := make(chan error, 1)
 	go func() {
 		_, err := first.Execute(ctx, plan)
@@ -436,7 +383,7 @@ wait:
 		}
 	}
 
-	second, _ := newExecutor(t, r, iEdits(iIdem(store), iHolder("worker-b"), withLease))
+	second, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b"), withLease))
 	_, err := second.Execute(ctx, plan)
 	gate.open()
 	if ferr := <-done; ferr != nil {
@@ -450,7 +397,7 @@ wait:
 	if ioe.InDoubt || ioe.Holder != "worker-a" {
 		t.Errorf("error = %+v, want held in flight by worker-a", ioe)
 	}
-	if n := iCallsOf(r, "search_flights"); n != 1 {
+	if n := callsOf(r, "search_flights"); n != 1 {
 		t.Fatalf("search_flights ran %d times, want once", n)
 	}
 	if store.extends.Load() == 0 {
@@ -472,7 +419,7 @@ func TestAnExpiredClaimIsTakenOverForAReversibleStepButLeftInDoubtForAnIrreversi
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			learn := &recorder{}
-			ex0, _ := newExecutor(t, learn, iIdem(&planexec.MemoryIdempotencyStore{}))
+			ex0, _ := newExecutor(t, learn, withIdempotency(&planexec.MemoryIdempotencyStore{}))
 			if _, err := ex0.Execute(ctx, iOne(tc.step)); err != nil {
 				t.Fatalf("learning run: %v", err)
 			}
@@ -488,7 +435,7 @@ func TestAnExpiredClaimIsTakenOverForAReversibleStepButLeftInDoubtForAnIrreversi
 			}
 
 			r := &recorder{}
-			ex, _ := newExecutor(t, r, iEdits(iIdem(store), iHolder("worker-b")))
+			ex, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b")))
 			res, err := ex.Execute(ctx, iOne(tc.step))
 			if !tc.inDoubt {
 				if err != nil {
@@ -519,7 +466,7 @@ func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testin
 	r := &recorder{fail: func(tool string, _ any) error { return boom }}
 	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
 
-	first, _ := newExecutor(t, r, iIdem(store))
+	first, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := first.Execute(ctx, plan)
 	var se *planexec.StepError
 	if !errors.As(err, &se) || !errors.Is(err, boom) || se.Step != "s1" {
@@ -532,12 +479,12 @@ func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testin
 	r.mu.Lock()
 	r.fail = nil
 	r.mu.Unlock()
-	second, _ := newExecutor(t, r, iIdem(store))
+	second, _ := newExecutor(t, r, withIdempotency(store))
 	res, err = second.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	if n := iCallsOf(r, "search_flights"); n != 2 {
+	if n := callsOf(r, "search_flights"); n != 2 {
 		t.Fatalf("search_flights called %d times, want 2 (the failure freed the key)", n)
 	}
 	if sr := res.Steps["s1"]; sr.Replayed || sr.Status != planexec.StepDone {
@@ -551,7 +498,7 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 	r := &recorder{fail: func(tool string, _ any) error { return errors.New("gateway timeout") }}
 	plan := iOne(step("b1", "book_flight", `{"flight":"BA117","seats":1}`))
 
-	first, _ := newExecutor(t, r, iIdem(store))
+	first, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := first.Execute(ctx, plan)
 	var se *planexec.StepError
 	if !errors.As(err, &se) {
@@ -565,7 +512,7 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 	r.mu.Lock()
 	r.fail = nil
 	r.mu.Unlock()
-	second, _ := newExecutor(t, r, iIdem(store))
+	second, _ := newExecutor(t, r, withIdempotency(store))
 	_, err = second.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
@@ -577,7 +524,7 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 	if ioe.Key.Digest != seen || ioe.Key.Tenant != "acme" || ioe.Step != "b1" || ioe.Tool != "book_flight" {
 		t.Errorf("error = %+v, want key %s of tenant acme for step b1", ioe, seen)
 	}
-	if n := iCallsOf(r, "book_flight"); n != 1 {
+	if n := callsOf(r, "book_flight"); n != 1 {
 		t.Fatalf("book_flight called %d times, want once: its effect may have landed", n)
 	}
 }
@@ -590,7 +537,7 @@ func TestAnIrreversibleFailureThatWrapsErrNotAppliedFreesItsKey(t *testing.T) {
 	}}
 	plan := iOne(step("b1", "book_flight", `{"flight":"BA117","seats":1}`))
 
-	first, _ := newExecutor(t, r, iIdem(store))
+	first, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := first.Execute(ctx, plan)
 	if !errors.Is(err, planexec.ErrNotApplied) {
 		t.Fatalf("first run: want an error wrapping ErrNotApplied, got %v", err)
@@ -602,12 +549,12 @@ func TestAnIrreversibleFailureThatWrapsErrNotAppliedFreesItsKey(t *testing.T) {
 	r.mu.Lock()
 	r.fail = nil
 	r.mu.Unlock()
-	second, _ := newExecutor(t, r, iIdem(store))
+	second, _ := newExecutor(t, r, withIdempotency(store))
 	res, err = second.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	if n := iCallsOf(r, "book_flight"); n != 2 {
+	if n := callsOf(r, "book_flight"); n != 2 {
 		t.Fatalf("book_flight called %d times, want 2", n)
 	}
 	if sr := res.Steps["b1"]; sr.Replayed || string(sr.Outcome) != `"PNR-BA117"` {
@@ -622,14 +569,14 @@ func iInDoubtBooking(t *testing.T, r *recorder, store planexec.IdempotencyStore,
 	r.mu.Lock()
 	r.fail = func(string, any) error { return errors.New("connection reset") }
 	r.mu.Unlock()
-	ex, _ := newExecutor(t, r, iIdem(store))
+	ex, _ := newExecutor(t, r, withIdempotency(store))
 	if _, err := ex.Execute(ctx, plan); err == nil {
 		t.Fatalf("the failing booking succeeded")
 	}
 	r.mu.Lock()
 	r.fail = nil
 	r.mu.Unlock()
-	ex, _ = newExecutor(t, r, iIdem(store))
+	ex, _ = newExecutor(t, r, withIdempotency(store))
 	_, err := ex.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) || !ioe.InDoubt {
@@ -648,7 +595,7 @@ func TestResolvingAKeyAsAppliedReplaysTheGivenOutcome(t *testing.T) {
 	if err := ex.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"PNR-FOUND-BY-OPS"`)}); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
-	next, _ := newExecutor(t, r, iIdem(store))
+	next, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := next.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("Execute after resolving: %v", err)
@@ -657,7 +604,7 @@ func TestResolvingAKeyAsAppliedReplaysTheGivenOutcome(t *testing.T) {
 	if !sr.Replayed || sr.Status != planexec.StepDone || string(sr.Outcome) != `"PNR-FOUND-BY-OPS"` {
 		t.Errorf("b1 = %+v, want the resolved outcome replayed", sr)
 	}
-	if n := iCallsOf(r, "book_flight"); n != 1 {
+	if n := callsOf(r, "book_flight"); n != 1 {
 		t.Fatalf("book_flight called %d times, want only the first failed call", n)
 	}
 }
@@ -672,7 +619,7 @@ func TestResolvingAKeyAsNotAppliedLetsTheStepRunAgain(t *testing.T) {
 	if err := ex.Resolve(ctx, key, planexec.Resolution{Applied: false}); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
-	next, _ := newExecutor(t, r, iIdem(store))
+	next, _ := newExecutor(t, r, withIdempotency(store))
 	res, err := next.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("Execute after resolving: %v", err)
@@ -680,14 +627,14 @@ func TestResolvingAKeyAsNotAppliedLetsTheStepRunAgain(t *testing.T) {
 	if sr := res.Steps["b1"]; sr.Replayed || string(sr.Outcome) != `"PNR-BA117"` {
 		t.Errorf("b1 = %+v, want a new booking", sr)
 	}
-	if n := iCallsOf(r, "book_flight"); n != 2 {
+	if n := callsOf(r, "book_flight"); n != 2 {
 		t.Fatalf("book_flight called %d times, want 2", n)
 	}
 }
 
 func TestResolvingAKeyNobodyClaimedIsErrNoRecord(t *testing.T) {
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, iIdem(&planexec.MemoryIdempotencyStore{}))
+	ex, _ := newExecutor(t, r, withIdempotency(&planexec.MemoryIdempotencyStore{}))
 	err := ex.Resolve(context.Background(), planexec.Key{Tenant: "acme", Digest: "sha256:00"}, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`1`)})
 	if !errors.Is(err, planexec.ErrNoRecord) {
 		t.Fatalf("want ErrNoRecord, got %v", err)

@@ -31,58 +31,11 @@ import (
 
 // ---- helpers (prefixed rv) ----
 
-// rvPatience bounds how long a test waits for something that must happen. It
-// only turns a hang into a failure; no test measures time with it.
-const rvPatience = 5 * time.Second
-
-// rvFind returns the index of the first event of kind for stepID ("" matches
-// any step), or -1.
-func rvFind(es []planexec.Event, kind planexec.EventKind, stepID string) int {
-	for i, e := range es {
-		if e.Kind == kind && (stepID == "" || e.StepID == stepID) {
-			return i
-		}
-	}
-	return -1
-}
-
-// rvCalls counts the calls tool received.
-func rvCalls(r *recorder, tool string) int {
-	n := 0
-	for _, c := range r.Calls() {
-		if c.Tool == tool {
-			n++
-		}
-	}
-	return n
-}
-
 // rvSetFail replaces the recorder's failure hook.
 func rvSetFail(r *recorder, fail func(tool string, args any) error) {
 	r.mu.Lock()
 	r.fail = fail
 	r.mu.Unlock()
-}
-
-// rvEdits applies several config edits in order.
-func rvEdits(edits ...func(*planexec.Config)) func(*planexec.Config) {
-	return func(c *planexec.Config) {
-		for _, e := range edits {
-			e(c)
-		}
-	}
-}
-
-func rvPlans(s planexec.PlanStore) func(*planexec.Config) {
-	return func(c *planexec.Config) { c.Plans = s }
-}
-
-func rvIdem(s planexec.IdempotencyStore) func(*planexec.Config) {
-	return func(c *planexec.Config) { c.Idempotency = s }
-}
-
-func rvHolder(name string) func(*planexec.Config) {
-	return func(c *planexec.Config) { c.Holder = name }
 }
 
 func rvLease(d time.Duration) func(*planexec.Config) {
@@ -153,7 +106,7 @@ type rvOutcome struct {
 }
 
 // rvWithin runs fn and returns what it returned, failing the test if it has
-// not returned within rvPatience.
+// not returned within patience.
 func rvWithin(t *testing.T, what string, fn func() (*planexec.Result, error)) rvOutcome {
 	t.Helper()
 	done := make(chan rvOutcome, 1)
@@ -164,19 +117,19 @@ func rvWithin(t *testing.T, what string, fn func() (*planexec.Result, error)) rv
 	select {
 	case out := <-done:
 		return out
-	case <-time.After(rvPatience):
-		t.Fatalf("%s did not return within %v", what, rvPatience)
+	case <-time.After(patience):
+		t.Fatalf("%s did not return within %v", what, patience)
 		return rvOutcome{}
 	}
 }
 
-// rvWait waits for ch to close, failing the test after rvPatience.
+// rvWait waits for ch to close, failing the test after patience.
 func rvWait(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(rvPatience):
-		t.Fatalf("%s: gave up after %v", what, rvPatience)
+	case <-time.After(patience):
+		t.Fatalf("%s: gave up after %v", what, patience)
 	}
 }
 
@@ -228,28 +181,6 @@ func (s *rvHungStore) Extend(ctx context.Context, _ planexec.Key, _ int64, _ tim
 	return ctx.Err()
 }
 
-// rvHold blocks the first call of a tool until it is opened; later callers
-// pass.
-type rvHold struct {
-	entered chan struct{}
-	release chan struct{}
-	first   atomic.Bool
-	once    sync.Once
-}
-
-func rvNewHold() *rvHold {
-	return &rvHold{entered: make(chan struct{}), release: make(chan struct{})}
-}
-
-func (h *rvHold) hold() {
-	if h.first.CompareAndSwap(false, true) {
-		close(h.entered)
-		<-h.release
-	}
-}
-
-func (h *rvHold) open() { h.once.Do(func() { close(h.release) }) }
-
 // ---- a step in doubt on the plan record ----
 
 // rvInDoubtPlan books first and searches after, one step at a time, so the
@@ -276,7 +207,7 @@ func rvInDoubtOnRecord(t *testing.T) (*planexec.Executor, *recorder, planexec.Ke
 		}
 		return nil
 	})
-	first, _ := newExecutor(t, r, rvEdits(rvPlans(plans), rvConcurrency(1)))
+	first, _ := newExecutor(t, r, edits(withPlans(plans), rvConcurrency(1)))
 	_, err := first.Execute(ctx, rvInDoubtPlan())
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) || !ioe.InDoubt || ioe.Key.Digest == "" {
@@ -287,7 +218,7 @@ func rvInDoubtOnRecord(t *testing.T) (*planexec.Executor, *recorder, planexec.Ke
 	}
 	rvSetFail(r, nil)
 
-	ex, _ := newExecutor(t, r, rvEdits(rvPlans(plans), rvConcurrency(1)))
+	ex, _ := newExecutor(t, r, edits(withPlans(plans), rvConcurrency(1)))
 	res, err := ex.Resume(ctx)
 	var again *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &again) {
@@ -326,10 +257,10 @@ func TestAStepInDoubtOnThePlanRecordBlocksResumeUntilItIsResolved(t *testing.T) 
 		if !res.Complete || res.Steps["s2"].Status != planexec.StepDone {
 			t.Errorf("result = %+v, want complete with s2 done", res)
 		}
-		if n := rvCalls(r, "book_flight"); n != 1 {
+		if n := callsOf(r, "book_flight"); n != 1 {
 			t.Errorf("book_flight called %d times, want only the first, failed, call", n)
 		}
-		if n := rvCalls(r, "search_flights"); n != 1 {
+		if n := callsOf(r, "search_flights"); n != 1 {
 			t.Errorf("search_flights called %d times, want once", n)
 		}
 	})
@@ -346,7 +277,7 @@ func TestAStepInDoubtOnThePlanRecordBlocksResumeUntilItIsResolved(t *testing.T) 
 		if b1 := res.Steps["b1"]; b1.Replayed || b1.Status != planexec.StepDone || string(b1.Outcome) != `"PNR-BA117"` {
 			t.Errorf("b1 = %+v, want a new booking", b1)
 		}
-		if n := rvCalls(r, "book_flight"); n != 2 {
+		if n := callsOf(r, "book_flight"); n != 2 {
 			t.Errorf("book_flight called %d times, want 2 (the effect did not happen the first time)", n)
 		}
 	})
@@ -359,8 +290,8 @@ func TestTheFirstFailureOfAnIrreversibleStepCarriesItsKeyAndTheToolsError(t *tes
 		name string
 		edit func(*planexec.Config)
 	}{
-		{"with an idempotency store", rvIdem(&planexec.MemoryIdempotencyStore{})},
-		{"with only a plan store", rvPlans(&planexec.MemoryPlanStore{})},
+		{"with an idempotency store", withIdempotency(&planexec.MemoryIdempotencyStore{})},
+		{"with only a plan store", withPlans(&planexec.MemoryPlanStore{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			boom := errors.New("gateway timeout")
@@ -406,7 +337,7 @@ func TestTheFirstFailureOfAnIrreversibleStepCarriesItsKeyAndTheToolsError(t *tes
 func TestALeaseIsStillRenewedAfterTheCallerCancelsWhileTheToolRuns(t *testing.T) {
 	const lease = 30 * time.Millisecond
 	store := rvCtxStore{&planexec.MemoryIdempotencyStore{}}
-	hold := rvNewHold()
+	hold := newHoldFirst()
 	defer hold.open()
 	// The tool does not watch its context: it finishes its work whatever
 	// the caller does.
@@ -418,7 +349,7 @@ func TestALeaseIsStillRenewedAfterTheCallerCancelsWhileTheToolRuns(t *testing.T)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	first, _ := newExecutor(t, r, rvEdits(rvIdem(store), rvHolder("worker-a"), rvLease(lease)))
+	first, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-a"), rvLease(lease)))
 	done := make(chan rvOutcome, 1)
 	go func() {
 		res, err := first.Execute(ctx, plan)
@@ -428,7 +359,7 @@ func TestALeaseIsStillRenewedAfterTheCallerCancelsWhileTheToolRuns(t *testing.T)
 		hold.open()
 		select {
 		case <-done:
-		case <-time.After(rvPatience):
+		case <-time.After(patience):
 			t.Errorf("the first run did not return once its tool did")
 		}
 	}()
@@ -437,7 +368,7 @@ func TestALeaseIsStillRenewedAfterTheCallerCancelsWhileTheToolRuns(t *testing.T)
 	// Five leases: long gone, unless the claim is being renewed.
 	time.Sleep(5 * lease)
 
-	second, _ := newExecutor(t, r, rvEdits(rvIdem(store), rvHolder("worker-b"), rvLease(lease)))
+	second, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b"), rvLease(lease)))
 	_, err := second.Execute(context.Background(), plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
@@ -446,7 +377,7 @@ func TestALeaseIsStillRenewedAfterTheCallerCancelsWhileTheToolRuns(t *testing.T)
 	if ioe.InDoubt || ioe.Holder != "worker-a" {
 		t.Errorf("error = %+v, want held in flight by worker-a", ioe)
 	}
-	if n := rvCalls(r, "search_flights"); n != 1 {
+	if n := callsOf(r, "search_flights"); n != 1 {
 		t.Errorf("search_flights ran %d times, want once", n)
 	}
 }
@@ -458,11 +389,11 @@ func TestAHungLeaseRenewalDoesNotHoldTheStep(t *testing.T) {
 		select {
 		case <-store.extending:
 			return nil
-		case <-time.After(rvPatience):
+		case <-time.After(patience):
 			return errors.New("the lease was never renewed")
 		}
 	}}
-	ex, _ := newExecutor(t, r, rvEdits(rvIdem(store), rvLease(30*time.Millisecond)))
+	ex, _ := newExecutor(t, r, edits(withIdempotency(store), rvLease(30*time.Millisecond)))
 	out := rvWithin(t, "Execute with a hung renewal", func() (*planexec.Result, error) {
 		return ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{rvSearch("s1", "LHR")}})
 	})
@@ -493,7 +424,7 @@ func TestTwoStepsWithOneEffectAreRefusedBeforeAnythingRuns(t *testing.T) {
 
 	searches := planexec.Plan{Steps: []planexec.Step{rvSearch("s1", "LHR"), rvSearch("s2", "LHR")}}
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, rvIdem(&planexec.MemoryIdempotencyStore{}))
+	ex, _ := newExecutor(t, r, withIdempotency(&planexec.MemoryIdempotencyStore{}))
 	refused(t, ex.Validate(searches), "s2", "s1", "search_flights")
 
 	res, err := ex.Execute(context.Background(), searches)
@@ -505,7 +436,7 @@ func TestTwoStepsWithOneEffectAreRefusedBeforeAnythingRuns(t *testing.T) {
 		t.Errorf("tools were called: %v", toolNames(cs))
 	}
 	es := ex.Events()
-	if i := rvFind(es, planexec.EventPlanRefused, ""); i < 0 || es[i].Reason != planexec.ReasonDuplicateEffect {
+	if i := findEvent(es, planexec.EventPlanRefused, ""); i < 0 || es[i].Reason != planexec.ReasonDuplicateEffect {
 		t.Errorf("no PLAN_REFUSED for duplicate_effect: %+v", es)
 	}
 	if n := count(es, planexec.EventStepStarted); n != 0 {
@@ -617,7 +548,7 @@ func TestAnIrreversibleToolThatEndsItsGoroutineIsLeftInDoubt(t *testing.T) {
 		}
 		return nil
 	})
-	first, _ := newExecutor(t, r, rvPlans(plans))
+	first, _ := newExecutor(t, r, withPlans(plans))
 	out := rvWithin(t, "Execute with a booking calling runtime.Goexit", func() (*planexec.Result, error) {
 		return first.Execute(ctx, tripPlan())
 	})
@@ -626,11 +557,11 @@ func TestAnIrreversibleToolThatEndsItsGoroutineIsLeftInDoubt(t *testing.T) {
 		t.Errorf("err = %v, want s2 in doubt with its key, as for any irreversible failure without ErrNotApplied", out.err)
 	}
 
-	second, _ := newExecutor(t, r, rvPlans(plans))
+	second, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := second.Resume(ctx); !errors.As(err, &ioe) || !ioe.InDoubt {
 		t.Errorf("Resume: err = %v, want *IndeterminateOutcomeError in doubt", err)
 	}
-	if n := rvCalls(r, "book_flight"); n != 1 {
+	if n := callsOf(r, "book_flight"); n != 1 {
 		t.Errorf("book_flight called %d times, want once: its effect may have landed", n)
 	}
 }
@@ -665,7 +596,7 @@ func TestACancelledRunReportsTheCancellationOnceAndOnlyTheStepsThatStarted(t *te
 		started := make(chan struct{})
 		var once sync.Once
 		r := &recorder{delay: time.Hour} // runs until its context is cancelled
-		ex, _ := newExecutor(t, r, rvEdits(rvConcurrency(1), func(c *planexec.Config) {
+		ex, _ := newExecutor(t, r, edits(rvConcurrency(1), func(c *planexec.Config) {
 			c.Observer = func(e planexec.Event) {
 				if e.Kind == planexec.EventStepStarted {
 					once.Do(func() { close(started) })
@@ -682,7 +613,7 @@ func TestACancelledRunReportsTheCancellationOnceAndOnlyTheStepsThatStarted(t *te
 		var out rvOutcome
 		select {
 		case out = <-done:
-		case <-time.After(rvPatience):
+		case <-time.After(patience):
 			t.Fatal("Execute did not return after its context was cancelled")
 		}
 		if !errors.Is(out.err, context.Canceled) {
@@ -698,7 +629,7 @@ func TestACancelledRunReportsTheCancellationOnceAndOnlyTheStepsThatStarted(t *te
 			t.Fatalf("result = %+v, want only the step that started", out.res)
 		}
 		for id := range out.res.Steps {
-			if rvFind(ex.Events(), planexec.EventStepStarted, id) < 0 {
+			if findEvent(ex.Events(), planexec.EventStepStarted, id) < 0 {
 				t.Errorf("step %s, which never started, is in the result", id)
 			}
 		}
@@ -707,7 +638,7 @@ func TestACancelledRunReportsTheCancellationOnceAndOnlyTheStepsThatStarted(t *te
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		r := &recorder{}
-		ex, gate := newExecutor(t, r, rvEdits(rvConcurrency(1), func(c *planexec.Config) {
+		ex, gate := newExecutor(t, r, edits(rvConcurrency(1), func(c *planexec.Config) {
 			c.Agent.ApprovalRequired = []string{"search_flights"}
 		}))
 		// The person approves, and the caller gives up meanwhile.
@@ -764,7 +695,7 @@ func TestAGrantReplacedBeforeItsStepRunsStopsTheStepClearedUnderIt(t *testing.T)
 		t.Errorf("the gate was asked: %+v", asked)
 	}
 	es := ex.Events()
-	if rvFind(es, planexec.EventAutonomyRefused, "s2") < 0 || rvFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventAutonomyRefused, "s2") < 0 || findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("want s2 refused and never started: %v", kinds(es))
 	}
 }
@@ -773,11 +704,11 @@ func TestRevokingAndGrantingAgainDoesNotResetTheWindow(t *testing.T) {
 	grant := rvRefundGrant(planexec.LevelActWithinLimits, "100", time.Hour)
 	ladder := rvLadder(t, grant)
 
-	first, gate1 := newExecutor(t, &recorder{}, rvEdits(rvLadderOf(ladder), func(c *planexec.Config) { c.Delegation.RunID = "run-a" }))
+	first, gate1 := newExecutor(t, &recorder{}, edits(rvLadderOf(ladder), func(c *planexec.Config) { c.Delegation.RunID = "run-a" }))
 	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{rvRefund("s1", "o-1", "60")}}); err != nil {
 		t.Fatalf("first plan: %v", err)
 	}
-	if len(gate1.Asked()) != 0 || rvFind(first.Events(), planexec.EventAutonomyCleared, "s1") < 0 {
+	if len(gate1.Asked()) != 0 || findEvent(first.Events(), planexec.EventAutonomyCleared, "s1") < 0 {
 		t.Fatalf("a refund of 60 under a ceiling of 100 should act: %v", kinds(first.Events()))
 	}
 
@@ -790,7 +721,7 @@ func TestRevokingAndGrantingAgainDoesNotResetTheWindow(t *testing.T) {
 
 	// 60 spent within the hour; 60 more would pass 100.
 	r := &recorder{}
-	second, gate2 := newExecutor(t, r, rvEdits(rvLadderOf(ladder), func(c *planexec.Config) { c.Delegation.RunID = "run-b" }))
+	second, gate2 := newExecutor(t, r, edits(rvLadderOf(ladder), func(c *planexec.Config) { c.Delegation.RunID = "run-b" }))
 	res, err := second.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{rvRefund("s1", "o-2", "60")}})
 	if err != nil {
 		t.Fatalf("second plan: %v", err)
@@ -799,7 +730,7 @@ func TestRevokingAndGrantingAgainDoesNotResetTheWindow(t *testing.T) {
 		t.Errorf("the gate was asked about %v, want s1: the window still holds the first 60", got)
 	}
 	es := second.Events()
-	if rvFind(es, planexec.EventAutonomyEscalated, "s1") < 0 || rvFind(es, planexec.EventAutonomyCleared, "s1") >= 0 {
+	if findEvent(es, planexec.EventAutonomyEscalated, "s1") < 0 || findEvent(es, planexec.EventAutonomyCleared, "s1") >= 0 {
 		t.Errorf("want s1 escalated, not acted on: %v", kinds(es))
 	}
 	if s1 := res.Steps["s1"]; s1.Grant != "" || s1.ApprovedBy != "dana" {
@@ -828,7 +759,7 @@ func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 	})
 	// Each executor keeps its own decisions, so the resume must decide s2
 	// afresh.
-	first, _ := newExecutor(t, r, rvEdits(rvLadderOf(ladder), rvPlans(plans), rvOwnApprovals))
+	first, _ := newExecutor(t, r, edits(rvLadderOf(ladder), withPlans(plans), rvOwnApprovals))
 	if _, err := first.Execute(ctx, plan); err == nil {
 		t.Fatal("the first run succeeded with a failing search")
 	}
@@ -836,7 +767,7 @@ func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 		t.Fatalf("first run calls = %v, want s1's refund and the failed search", got)
 	}
 
-	second, gate := newExecutor(t, r, rvEdits(rvLadderOf(ladder), rvPlans(plans), rvOwnApprovals))
+	second, gate := newExecutor(t, r, edits(rvLadderOf(ladder), withPlans(plans), rvOwnApprovals))
 	res, err := second.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -846,7 +777,7 @@ func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 		t.Errorf("on resume the gate was asked about %v, want s2", got)
 	}
 	es := second.Events()
-	if rvFind(es, planexec.EventAutonomyEscalated, "s2") < 0 || rvFind(es, planexec.EventAutonomyCleared, "s2") >= 0 {
+	if findEvent(es, planexec.EventAutonomyEscalated, "s2") < 0 || findEvent(es, planexec.EventAutonomyCleared, "s2") >= 0 {
 		t.Errorf("want s2 escalated on resume, not acted on: %v", kinds(es))
 	}
 	if s2 := res.Steps["s2"]; s2.Grant != "" || s2.ApprovedBy != "dana" {
@@ -855,7 +786,7 @@ func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 	if s1 := res.Steps["s1"]; !s1.Replayed || s1.Grant != "g-refunds" {
 		t.Errorf("s1 = %+v, want replayed from the record under g-refunds", s1)
 	}
-	if n := rvCalls(r, "refund"); n != 2 {
+	if n := callsOf(r, "refund"); n != 2 {
 		t.Errorf("refund called %d times, want 2 (s1 once, s2 once)", n)
 	}
 }
@@ -879,7 +810,7 @@ func TestAResumeDoesNotCountItsFinishedStepsTwiceAgainstAWindowedCeiling(t *test
 		}
 		return nil
 	})
-	first, gate1 := newExecutor(t, r, rvEdits(rvLadderOf(ladder), rvPlans(plans)))
+	first, gate1 := newExecutor(t, r, edits(rvLadderOf(ladder), withPlans(plans)))
 	if _, err := first.Execute(ctx, plan); err == nil {
 		t.Fatal("the first run succeeded with a failing search")
 	}
@@ -887,7 +818,7 @@ func TestAResumeDoesNotCountItsFinishedStepsTwiceAgainstAWindowedCeiling(t *test
 		t.Fatalf("the first run asked about %v, want both refunds cleared under the grant", got)
 	}
 
-	second, gate2 := newExecutor(t, r, rvEdits(rvLadderOf(ladder), rvPlans(plans)))
+	second, gate2 := newExecutor(t, r, edits(rvLadderOf(ladder), withPlans(plans)))
 	res, err := second.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -912,16 +843,16 @@ func TestActAndReportReportsAStepAfterItRanAndActWithinLimitsDoesNot(t *testing.
 				t.Errorf("the gate was asked: %+v", asked)
 			}
 			es := ex.Events()
-			cleared := rvFind(es, planexec.EventAutonomyCleared, "s1")
-			started := rvFind(es, planexec.EventStepStarted, "s1")
-			executed := rvFind(es, planexec.EventStepExecuted, "s1")
+			cleared := findEvent(es, planexec.EventAutonomyCleared, "s1")
+			started := findEvent(es, planexec.EventStepStarted, "s1")
+			executed := findEvent(es, planexec.EventStepExecuted, "s1")
 			if cleared < 0 || started < 0 || cleared > started {
 				t.Fatalf("want AUTONOMY_CLEARED for s1 before it started: %v", kinds(es))
 			}
 			if es[cleared].Grant != "g-refunds" || es[cleared].Level != level {
 				t.Errorf("AUTONOMY_CLEARED = %+v, want g-refunds at %s", es[cleared], level)
 			}
-			reported := rvFind(es, planexec.EventAutonomyReported, "")
+			reported := findEvent(es, planexec.EventAutonomyReported, "")
 			if level == planexec.LevelActWithinLimits {
 				if reported >= 0 {
 					t.Errorf("a step under act_within_limits was reported: %v", kinds(es))
@@ -971,12 +902,12 @@ func TestADecisionChangedToADenialBeforeItsStepRunsStopsThatStep(t *testing.T) {
 		t.Errorf("calls = %v, want the search only", got)
 	}
 	es := ex.Events()
-	granted := rvFind(es, planexec.EventApprovalGranted, "s2")
-	deniedAt := rvFind(es, planexec.EventApprovalDenied, "s2")
+	granted := findEvent(es, planexec.EventApprovalGranted, "s2")
+	deniedAt := findEvent(es, planexec.EventApprovalDenied, "s2")
 	if granted < 0 || deniedAt < 0 || deniedAt < granted {
 		t.Errorf("want APPROVAL_GRANTED for s2 at clearance, then APPROVAL_DENIED: %v", kinds(es))
 	}
-	if rvFind(es, planexec.EventStepStarted, "s2") >= 0 {
+	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
 }
@@ -985,7 +916,7 @@ func TestADecisionRecordedOnOneExecutorIsFoundByAnotherSharingThePlanStore(t *te
 	ctx := context.Background()
 	plans := &planexec.MemoryPlanStore{}
 	r := &recorder{}
-	first, gate1 := newExecutor(t, r, rvPlans(plans))
+	first, gate1 := newExecutor(t, r, withPlans(plans))
 	gate1.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
 
 	_, err := first.Execute(ctx, tripPlan())
@@ -998,7 +929,7 @@ func TestADecisionRecordedOnOneExecutorIsFoundByAnotherSharingThePlanStore(t *te
 	}
 
 	// Another process picks the run up; it shares the plan store only.
-	second, gate2 := newExecutor(t, r, rvPlans(plans))
+	second, gate2 := newExecutor(t, r, withPlans(plans))
 	res, err := second.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -1013,7 +944,7 @@ func TestADecisionRecordedOnOneExecutorIsFoundByAnotherSharingThePlanStore(t *te
 		t.Errorf("calls = %v", got)
 	}
 	es := second.Events()
-	if i := rvFind(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
+	if i := findEvent(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
 		t.Errorf("want a replayed APPROVAL_GRANTED for s2: %v", kinds(es))
 	}
 }
@@ -1080,8 +1011,8 @@ func TestAChildDelegationIsARunOfItsOwn(t *testing.T) {
 	store := &planexec.MemoryIdempotencyStore{}
 	r := &recorder{}
 	plan := planexec.Plan{Steps: []planexec.Step{rvSearch("s1", "LHR")}}
-	pex, _ := newExecutor(t, r, rvEdits(rvIdem(store), func(c *planexec.Config) { c.Delegation = parent }))
-	cex, _ := newExecutor(t, r, rvEdits(rvIdem(store), func(c *planexec.Config) { c.Delegation = child }))
+	pex, _ := newExecutor(t, r, edits(withIdempotency(store), func(c *planexec.Config) { c.Delegation = parent }))
+	cex, _ := newExecutor(t, r, edits(withIdempotency(store), func(c *planexec.Config) { c.Delegation = child }))
 	if cex.RunID() != child.RunID {
 		t.Errorf("the child's executor acts for run %q, want %q", cex.RunID(), child.RunID)
 	}
@@ -1108,7 +1039,7 @@ func TestAStepRecordCarriesItsPlanKeyGrantAndAmount(t *testing.T) {
 	plans := &planexec.MemoryPlanStore{}
 	r := &recorder{}
 	ladder := rvLadder(t, rvRefundGrant(planexec.LevelActWithinLimits, "100", 0))
-	ex, _ := newExecutor(t, r, rvEdits(rvPlans(plans), rvIdem(&planexec.MemoryIdempotencyStore{}), rvLadderOf(ladder)))
+	ex, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(&planexec.MemoryIdempotencyStore{}), rvLadderOf(ladder)))
 	res, err := ex.Execute(ctx, planexec.Plan{Steps: []planexec.Step{rvRefund("s1", "o-1", "60.50")}})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
@@ -1152,7 +1083,7 @@ func TestResumeDoesNotReplayAStepRecordOfAnotherPlan(t *testing.T) {
 	}
 
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, rvPlans(plans))
+	ex, _ := newExecutor(t, r, withPlans(plans))
 	res, err := ex.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -1164,7 +1095,7 @@ func TestResumeDoesNotReplayAStepRecordOfAnotherPlan(t *testing.T) {
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "search_flights"}) {
 		t.Errorf("calls = %v, want both of plan B's searches", got)
 	}
-	if rvFind(ex.Events(), planexec.EventStepStarted, "s1") < 0 {
+	if findEvent(ex.Events(), planexec.EventStepStarted, "s1") < 0 {
 		t.Errorf("s1 never started: %v", kinds(ex.Events()))
 	}
 }

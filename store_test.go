@@ -12,11 +12,6 @@ import (
 	"github.com/planexec/planexec"
 )
 
-// iPlans shares a plan store.
-func iPlans(store planexec.PlanStore) func(*planexec.Config) {
-	return func(cfg *planexec.Config) { cfg.Plans = store }
-}
-
 // iFailOnce makes tool fail with err on its first call only.
 func iFailOnce(r *recorder, tool string, err error) {
 	failed := false
@@ -44,7 +39,7 @@ func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, iPlans(plans))
+	ex, _ := newExecutor(t, r, withPlans(plans))
 	res, err := ex.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
@@ -85,7 +80,7 @@ func TestEachStepIsStoredBeforeTheStepsThatWaitOnItRun(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, iPlans(plans))
+	ex, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := ex.Execute(ctx, tripPlan()); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -120,7 +115,7 @@ func TestWhatFinishedIsOnRecordWhenALaterStepFails(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, iPlans(plans))
+	ex, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := ex.Execute(ctx, tripPlan()); err == nil {
 		t.Fatalf("Execute succeeded with a failing booking")
 	}
@@ -155,7 +150,7 @@ func TestTheStoreRecordsAFailedIrreversibleStepAsInDoubtAndAReversibleOneAsFaile
 			ctx := context.Background()
 			plans := &planexec.MemoryPlanStore{}
 			r := &recorder{fail: func(string, any) error { return errors.New("timed out") }}
-			ex, _ := newExecutor(t, r, iEdits(iPlans(plans), iIdem(&planexec.MemoryIdempotencyStore{})))
+			ex, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(&planexec.MemoryIdempotencyStore{})))
 			if _, err := ex.Execute(ctx, iOne(step("x1", tc.tool, tc.args))); err == nil {
 				t.Fatalf("Execute succeeded with a failing tool")
 			}
@@ -182,13 +177,13 @@ func TestResumeReplaysFinishedStepsAndRunsTheRest(t *testing.T) {
 	r := &recorder{}
 	iFailOnce(r, "book_flight", fmt.Errorf("fare service down: %w", planexec.ErrNotApplied))
 
-	first, _ := newExecutor(t, r, iEdits(iPlans(plans), iIdem(idem)))
+	first, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(idem)))
 	firstRes, err := first.Execute(ctx, tripPlan())
 	if err == nil {
 		t.Fatalf("the first run succeeded; step 2 should have failed")
 	}
 
-	second, _ := newExecutor(t, r, iEdits(iPlans(plans), iIdem(idem)))
+	second, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(idem)))
 	res, err := second.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -205,10 +200,10 @@ func TestResumeReplaysFinishedStepsAndRunsTheRest(t *testing.T) {
 	if s2 := res.Steps["s2"]; s2.Replayed || s2.Status != planexec.StepDone || string(s2.Outcome) != `"PNR-BA117"` {
 		t.Errorf("s2 = %+v, want run now", s2)
 	}
-	if n := iCallsOf(r, "search_flights"); n != 1 {
+	if n := callsOf(r, "search_flights"); n != 1 {
 		t.Errorf("search_flights called %d times, want once (replayed on resume)", n)
 	}
-	if n := iCallsOf(r, "book_flight"); n != 2 {
+	if n := callsOf(r, "book_flight"); n != 2 {
 		t.Errorf("book_flight called %d times, want 2 (failed, then resumed)", n)
 	}
 	es := second.Events()
@@ -237,12 +232,12 @@ func TestResumeRunsEachRemainingStepOnce(t *testing.T) {
 	plans := &planexec.MemoryPlanStore{}
 	r := &recorder{}
 	iFailOnce(r, "book_flight", fmt.Errorf("fare service down: %w", planexec.ErrNotApplied))
-	first, _ := newExecutor(t, r, iPlans(plans))
+	first, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := first.Execute(ctx, tripPlan()); err == nil {
 		t.Fatalf("the first run succeeded; step 2 should have failed")
 	}
 
-	second, _ := newExecutor(t, r, iPlans(plans))
+	second, _ := newExecutor(t, r, withPlans(plans))
 	res, err := second.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
@@ -250,7 +245,7 @@ func TestResumeRunsEachRemainingStepOnce(t *testing.T) {
 	if !res.Complete {
 		t.Errorf("the resumed run is not complete")
 	}
-	if n := iCallsOf(r, "book_flight"); n != 2 {
+	if n := callsOf(r, "book_flight"); n != 2 {
 		t.Errorf("book_flight called %d times, want 2 (once failed, once on resume)", n)
 	}
 	if n := count(second.Events(), planexec.EventStepStarted); n != 1 {
@@ -356,7 +351,7 @@ func TestResumeWithoutAPlanStoreIsAConfigurationError(t *testing.T) {
 
 func TestResumeWithNothingStoredSaysNothingToResume(t *testing.T) {
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, iPlans(&planexec.MemoryPlanStore{}))
+	ex, _ := newExecutor(t, r, withPlans(&planexec.MemoryPlanStore{}))
 	res, err := ex.Resume(context.Background())
 	if !errors.Is(err, planexec.ErrNoRecord) {
 		t.Fatalf("want ErrNoRecord, got %v", err)
@@ -373,7 +368,7 @@ func TestForgetRemovesTheRun(t *testing.T) {
 	ctx := context.Background()
 	plans := &planexec.MemoryPlanStore{}
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, iPlans(plans))
+	ex, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := ex.Execute(ctx, tripPlan()); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -386,7 +381,7 @@ func TestForgetRemovesTheRun(t *testing.T) {
 	if _, err := plans.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
 		t.Errorf("LoadPlan after Forget: want ErrNoRecord, got %v", err)
 	}
-	again, _ := newExecutor(t, r, iPlans(plans))
+	again, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := again.Resume(ctx); !errors.Is(err, planexec.ErrNoRecord) || !strings.Contains(err.Error(), "nothing to resume") {
 		t.Errorf("Resume after Forget: want nothing to resume, got %v", err)
 	}
@@ -407,13 +402,13 @@ func TestOneTenantCannotSeeOrResumeAnothersRun(t *testing.T) {
 		}
 		return nil
 	}}
-	acme, _ := newExecutor(t, r, iEdits(iPlans(plans), iRun("acme", "run-1")))
+	acme, _ := newExecutor(t, r, edits(withPlans(plans), iRun("acme", "run-1")))
 	if _, err := acme.Execute(ctx, tripPlan()); err == nil {
 		t.Fatalf("acme's run succeeded; it should be left to resume")
 	}
 	calls := len(r.Calls())
 
-	globex, _ := newExecutor(t, r, iEdits(iPlans(plans), iRun("globex", "run-1")))
+	globex, _ := newExecutor(t, r, edits(withPlans(plans), iRun("globex", "run-1")))
 	res, err := globex.Resume(ctx)
 	if !errors.Is(err, planexec.ErrNoRecord) || !strings.Contains(err.Error(), "nothing to resume") {
 		t.Fatalf("globex resuming acme's run id: want nothing to resume, got %v (%+v)", err, res)
