@@ -29,7 +29,10 @@ type Config struct {
 	// Ladder decides the steps of classified tools; nil leaves every step to
 	// its contract and the agent's ApprovalRequired list.
 	Ladder *AutonomyLadder
-	// Gate asks a person. Required when any step may need one.
+	// Gate asks a person. NewExecutor requires one when an allowed tool is
+	// irreversible or approval-required and no autonomy class covers it; a
+	// ladder that escalates with no gate fails at Execute with a
+	// *ConfigurationError.
 	Gate ApprovalGate
 	// Approvals keeps decisions so a resume never asks twice. Default: the
 	// plan store, when it is also an ApprovalStore (MemoryPlanStore and the
