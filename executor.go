@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"time"
 
@@ -80,6 +81,7 @@ type Executor struct {
 	tools     map[string]*entry
 	catalog   []ToolSpec
 	approvals ApprovalStore
+	steps     StepStore // when Plans and Idempotency are one StepStore
 	rec       record
 	usage     llm.Usage
 }
@@ -183,6 +185,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if ss, ok := cfg.Plans.(StepStore); ok && cfg.Idempotency != nil && reflect.TypeOf(cfg.Plans).Comparable() && any(cfg.Plans) == any(cfg.Idempotency) {
+		ex.steps = ss
 	}
 	if len(ex.catalog) == 0 {
 		return nil, &ConfigurationError{Problem: fmt.Sprintf("the delegation's scope leaves agent %q no tool to plan with", cfg.Agent.Name)}
@@ -653,7 +658,13 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	}
 	res.Status, res.Outcome = StepDone, outcome
 	if store != nil {
-		if err := store.Complete(rctx, s.key, epoch, outcome); err != nil {
+		var err error
+		if ex.steps != nil {
+			err = ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, ex.stepRecord(v, id, res, clr, ""))
+		} else {
+			err = store.Complete(rctx, s.key, epoch, outcome)
+		}
+		if err != nil {
 			// The effect happened but is not on the idempotency record.
 			err = fmt.Errorf("planexec: recording the outcome of step %s: %w", quote(id), err)
 			res.Status, res.Outcome, res.Err = StepFailed, nil, err
@@ -665,8 +676,10 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 			return res, errors.Join(err, ex.saveStep(rctx, v, id, res, clr, err.Error()))
 		}
 	}
-	if err := ex.saveStep(rctx, v, id, res, clr, ""); err != nil {
-		return res, err
+	if ex.steps == nil {
+		if err := ex.saveStep(rctx, v, id, res, clr, ""); err != nil {
+			return res, err
+		}
 	}
 	ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Duration: elapsed, Approver: res.ApprovedBy, Grant: res.Grant})
 	if clr.grant != nil && clr.grant.Level == LevelActAndReport {
@@ -689,9 +702,16 @@ func (ex *Executor) failed(ctx context.Context, v *vplan, s *vstep, clr clearanc
 	if inDoubt {
 		res.Status = StepInDoubt
 	}
-	serr := ex.saveStep(ctx, v, id, res, clr, err.Error())
-	if store := ex.cfg.Idempotency; store != nil {
-		serr = errors.Join(serr, store.Release(ctx, s.key, epoch, inDoubt))
+	var serr error
+	switch store := ex.cfg.Idempotency; {
+	case ex.steps != nil:
+		if serr = ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, ex.cfg.Delegation.RunID, ex.stepRecord(v, id, res, clr, err.Error())); serr != nil {
+			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
+		}
+	case store != nil:
+		serr = errors.Join(ex.saveStep(ctx, v, id, res, clr, err.Error()), store.Release(ctx, s.key, epoch, inDoubt))
+	default:
+		serr = ex.saveStep(ctx, v, id, res, clr, err.Error())
 	}
 	ex.rec.emit(Event{Kind: EventStepFailed, RunID: ex.cfg.Delegation.RunID, Tenant: ex.cfg.Delegation.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
 		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
@@ -785,11 +805,8 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 	return outcome, nil
 }
 
-func (ex *Executor) saveStep(ctx context.Context, v *vplan, id string, r StepResult, clr clearance, errText string) error {
-	if ex.cfg.Plans == nil {
-		return nil
-	}
-	d := &ex.cfg.Delegation
+// stepRecord is what the plan store keeps of a step.
+func (ex *Executor) stepRecord(v *vplan, id string, r StepResult, clr clearance, errText string) StepRecord {
 	rec := StepRecord{
 		StepID: id, PlanID: v.plan.ID, Tool: r.Tool, Status: r.Status, Outcome: r.Outcome, Replayed: r.Replayed,
 		Key: r.Key.Digest, ApprovedBy: r.ApprovedBy, Error: errText, Finished: ex.cfg.Now(),
@@ -797,7 +814,15 @@ func (ex *Executor) saveStep(ctx context.Context, v *vplan, id string, r StepRes
 	if clr.grant != nil {
 		rec.Grant, rec.Amount = clr.grant.ID, clr.amount
 	}
-	if err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, rec); err != nil {
+	return rec
+}
+
+func (ex *Executor) saveStep(ctx context.Context, v *vplan, id string, r StepResult, clr clearance, errText string) error {
+	if ex.cfg.Plans == nil {
+		return nil
+	}
+	d := &ex.cfg.Delegation
+	if err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, ex.stepRecord(v, id, r, clr, errText)); err != nil {
 		return fmt.Errorf("planexec: recording step %s: %w", quote(id), err)
 	}
 	return nil

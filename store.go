@@ -89,6 +89,20 @@ type PlanStore interface {
 	Forget(ctx context.Context, tenant, runID string) error
 }
 
+// StepStore is a store that keeps plans and idempotency claims in one
+// database. When an executor's Plans and Idempotency are the same StepStore,
+// it writes a step's claim and its record in one transaction, so there is no
+// moment in which one is written and the other is not. The key's tenant
+// scopes both.
+type StepStore interface {
+	PlanStore
+	IdempotencyStore
+	// CompleteStep does Complete and SaveStep at once: both or neither.
+	CompleteStep(ctx context.Context, key Key, epoch int64, outcome json.RawMessage, runID string, rec StepRecord) error
+	// ReleaseStep does Release and SaveStep at once: both or neither.
+	ReleaseStep(ctx context.Context, key Key, epoch int64, inDoubt bool, runID string, rec StepRecord) error
+}
+
 // MemoryPlanStore is a PlanStore in memory: for tests and single-process use.
 // It does not outlive the process. It keeps approval decisions too (it is an
 // ApprovalStore), so executors that share it share decisions. The zero value
