@@ -110,6 +110,14 @@ type memClaim struct {
 	outcome json.RawMessage
 }
 
+// SetClock replaces the store's clock (default: time.Now), against which
+// leases run out. Call it before the store is in use.
+func (s *MemoryIdempotencyStore) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
 func (s *MemoryIdempotencyStore) clock() time.Time {
 	if s.now != nil {
 		return s.now()
