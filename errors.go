@@ -33,6 +33,10 @@ package planexec
 //   - ErrNoRecord: a store has no record of what was asked.
 //   - ErrFenced: a store refused a write from a holder whose claim was taken over.
 //   - ErrClaimHeld: a store refused to resolve a key whose holder's lease is live.
+//   - *StoreError: a durable store could not do what was asked (the database
+//     is down, a connection dropped, a record cannot be read). Nothing was
+//     recorded as done that was not done: retry later with Resume. It wraps
+//     ErrNewerRecord or ErrCorruptRecord when a record is the problem.
 
 import (
 	"errors"
@@ -54,6 +58,31 @@ var ErrNotApplied = errors.New("planexec: effect not applied")
 // ErrNoRecord reports that a store holds no record for the tenant and key or
 // run asked for. One tenant asking for another's run gets this too.
 var ErrNoRecord = errors.New("planexec: no record")
+
+// ErrNewerRecord reports a stored record (or schema) written by a newer
+// version of this package than the one reading it. It is not read, so
+// nothing newer is misunderstood; upgrade the reader.
+var ErrNewerRecord = errors.New("planexec: record written by a newer version")
+
+// ErrCorruptRecord reports a stored record that cannot be decoded.
+var ErrCorruptRecord = errors.New("planexec: corrupt record")
+
+// StoreError reports that a durable store could not do what was asked. Op
+// says what ("claim", "save step", "load plan", "migrate"). Nothing was
+// recorded as done that was not done: when the database is back, Resume
+// finishes the plan.
+type StoreError struct {
+	Store string // "sqlite", "postgres"
+	Op    string
+	Err   error
+}
+
+func (e *StoreError) Error() string {
+	return fmt.Sprintf("planexec: %s store: %s: %v", e.Store, e.Op, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *StoreError) Unwrap() error { return e.Err }
 
 // ErrClaimHeld reports an attempt to resolve a key that a live holder still
 // has in flight: its outcome is about to be known, not in doubt.
