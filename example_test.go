@@ -140,3 +140,91 @@ func ExampleNewAgentPlanner() {
 	// Output:
 	// true book_flight
 }
+
+// A gate may answer "pending": the plan is stored and nothing runs. Once the
+// person decides, any executor for the same run resumes it.
+func ExampleExecutor_Resume() {
+	store := &planexec.MemoryPlanStore{} // keeps plans and decisions
+	var asked planexec.ApprovalRequest
+	pending := planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+		asked = req
+		return req.Pending(), nil
+	})
+	build := func() *planexec.Executor {
+		book := planexec.NewTool("book_flight", "Book seats on a flight.",
+			func(ctx context.Context, b ExampleBooking) (string, error) { return "PNR-" + b.Flight, nil })
+		ex, err := planexec.NewExecutor(planexec.Config{
+			Tools:      []planexec.Tool{book},
+			Contracts:  []*planexec.Contract{planexec.MustContract[ExampleBooking]("book_flight", planexec.Irreversible())},
+			Agent:      planexec.Agent{Name: "courier", Tools: []string{"book_flight"}},
+			Delegation: planexec.Delegation{RunID: "trip-42", Tenant: "acme"},
+			Gate:       pending,
+			Plans:      store,
+		})
+		if err != nil {
+			panic(err)
+		}
+		return ex
+	}
+	ctx := context.Background()
+	_, err := build().Execute(ctx, planexec.Plan{Steps: []planexec.Step{
+		{ID: "s1", Tool: "book_flight", Arguments: json.RawMessage(`{"flight":"BA117","seats":1,"fare":412.50}`)},
+	}})
+	fmt.Println(err)
+
+	// Later, perhaps in another process: the person approves, the run resumes.
+	later := build()
+	if err := later.Decide(ctx, asked.Grant("dana")); err != nil {
+		panic(err)
+	}
+	res, err := later.Resume(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(res.Steps["s1"].Outcome), "approved by", res.Steps["s1"].ApprovedBy)
+	// Output:
+	// planexec: approval pending for step "s1" of run "trip-42"; nothing ran; the plan is stored: resume it once decided
+	// "PNR-BA117" approved by dana
+}
+
+// An autonomy ladder lets an agent act without asking within a grant's
+// ceiling, and sends what is above it to a person.
+func ExampleAutonomyLadder() {
+	ladder, err := planexec.NewAutonomyLadder(planexec.ActionClass{Name: "bookings", Tools: []string{"book_flight"}, Amount: "fare"})
+	if err != nil {
+		panic(err)
+	}
+	if err := ladder.Grant(planexec.Grant{ID: "travel-desk", Tenant: "acme", Class: "bookings", Level: planexec.LevelActWithinLimits,
+		Ceiling: &planexec.Ceiling{Amount: decimal.NewFromInt(500), Currency: "GBP"}}); err != nil {
+		panic(err)
+	}
+	gate := planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+		fmt.Println("asked about", req.StepID, "because", req.Why)
+		return req.Grant("dana"), nil
+	})
+	book := planexec.NewTool("book_flight", "Book seats on a flight.",
+		func(ctx context.Context, b ExampleBooking) (string, error) { return "PNR-" + b.Flight, nil })
+	ex, err := planexec.NewExecutor(planexec.Config{
+		Tools:       []planexec.Tool{book},
+		Contracts:   []*planexec.Contract{planexec.MustContract[ExampleBooking]("book_flight", planexec.Irreversible())},
+		Agent:       planexec.Agent{Name: "courier", Tools: []string{"book_flight"}},
+		Delegation:  planexec.Delegation{Tenant: "acme"},
+		Ladder:      ladder,
+		Gate:        gate,
+		Concurrency: 1,
+	})
+	if err != nil {
+		panic(err)
+	}
+	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		{ID: "out", Tool: "book_flight", Arguments: json.RawMessage(`{"flight":"BA117","seats":1,"fare":412.50}`)},
+		{ID: "back", Tool: "book_flight", Arguments: json.RawMessage(`{"flight":"BA112","seats":1,"fare":398.00}`)},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("out: grant", res.Steps["out"].Grant, "| back: approved by", res.Steps["back"].ApprovedBy)
+	// Output:
+	// asked about back because escalated by the autonomy ladder: over the ceiling of 500 GBP
+	// out: grant travel-desk | back: approved by dana
+}
