@@ -5,14 +5,21 @@
 //
 //	go run ./examples/planner.go          # asks before booking
 //	go run ./examples/planner.go -yes     # approves without asking
+//	go run ./examples/planner.go -yes -store sqlite:trip.db
+//	go run ./examples/planner.go -yes -store postgres:postgres://localhost/db
 //
 // With no model configured it plans with a scripted model: no key, no
 // network. Standard input that is not a terminal, without -yes, denies.
+//
+// With -store the run is durable: interrupt it (Ctrl-C, or kill it) and run
+// the same command again, and it resumes the stored plan where it stopped,
+// replaying what finished instead of doing it again.
 package main
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,6 +34,8 @@ import (
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/store/postgres"
+	"github.com/planexec/planexec/store/sqlite"
 )
 
 // The tools' arguments: each contract is generated from one of these.
@@ -112,18 +121,52 @@ const (
  {"id":"s4","tool":"send_itinerary","arguments":{"to":"traveller@example.com","trip":"LHR-JFK 14 Dec, 3 nights"},"depends_on":["s2","s3"]}]}`
 )
 
+// options are the command's flags.
+type options struct {
+	yes   bool   // approve without asking
+	store string // "", "sqlite:FILE" or "postgres:DSN"
+	run   string // the run id a durable store keeps the plan under
+}
+
 func main() {
-	yes := flag.Bool("yes", false, "approve the booking without asking")
+	var o options
+	flag.BoolVar(&o.yes, "yes", false, "approve the booking without asking")
+	flag.StringVar(&o.store, "store", "", "keep the run in sqlite:FILE or postgres:DSN, and resume it if it was interrupted")
+	flag.StringVar(&o.run, "run", "example-trip", "the run id kept in the store")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Stdin, os.Stdout, *yes); err != nil {
+	if err := run(ctx, os.Stdin, os.Stdout, o); err != nil {
 		fmt.Fprintln(os.Stderr, "planner:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, stdin io.Reader, out io.Writer, yes bool) error {
+// openStore opens the store named by spec; memory when spec is empty.
+func openStore(ctx context.Context, spec string) (planexec.PlanStore, planexec.IdempotencyStore, func(), error) {
+	kind, where, _ := strings.Cut(spec, ":")
+	switch kind {
+	case "":
+		return &planexec.MemoryPlanStore{}, &planexec.MemoryIdempotencyStore{}, func() {}, nil
+	case "sqlite":
+		st, err := sqlite.Open(ctx, where)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return st, st, func() { st.Close() }, nil
+	case "postgres":
+		st, err := postgres.Open(ctx, where)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return st, st, st.Close, nil
+	default:
+		return nil, nil, nil, fmt.Errorf("-store %q: want sqlite:FILE or postgres:DSN", spec)
+	}
+}
+
+func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
+	yes := o.yes
 	var model llm.Model = scripted.New(scripted.Reply{Content: firstPlan}, scripted.Reply{Content: secondPlan})
 	fmt.Fprintln(out, "model: scripted (no provider configured; no key, no network)")
 
@@ -141,28 +184,46 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, yes bool) error {
 	if err != nil {
 		return err
 	}
+	plans, claims, closeStore, err := openStore(ctx, o.store)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	runID := ""
+	if o.store != "" {
+		runID = o.run
+	}
 	start := time.Now()
 	ts, contracts := tools()
 	ex, err := planexec.NewExecutor(planexec.Config{
 		Tools:       ts,
 		Contracts:   contracts,
 		Agent:       planexec.Agent{Name: "courier", Tools: []string{"search_flights", "hold_room", "book_flight", "send_itinerary"}},
-		Delegation:  planexec.Delegation{Tenant: "acme", User: "dana", Agent: "courier", Expires: time.Now().Add(time.Hour)},
+		Delegation:  planexec.Delegation{RunID: runID, Tenant: "acme", User: "dana", Agent: "courier"},
 		Ladder:      ladder,
 		Gate:        terminalGate(stdin, out, yes),
-		Plans:       &planexec.MemoryPlanStore{},
-		Idempotency: &planexec.MemoryIdempotencyStore{},
-		Observer:    func(e planexec.Event) { printEvent(out, start, e) },
+		Plans:       plans,
+		Idempotency: claims,
+		// A short lease, so a run killed mid-step can be resumed soon after.
+		Lease:    3 * time.Second,
+		Observer: func(e planexec.Event) { printEvent(out, start, e) },
 	})
 	if err != nil {
 		return err
 	}
 
-	plan, err := ex.Planned(ctx, planner, "get them to New York")
-	if err != nil {
-		return err
+	// A durable store may hold this run already: resume it rather than plan
+	// again.
+	res, err := ex.Resume(ctx)
+	if errors.Is(err, planexec.ErrNoRecord) {
+		plan, perr := ex.Planned(ctx, planner, "get them to New York")
+		if perr != nil {
+			return perr
+		}
+		res, err = ex.Execute(ctx, plan)
+	} else {
+		fmt.Fprintf(out, "resumed run %s from the store\n", ex.RunID())
 	}
-	res, err := ex.Execute(ctx, plan)
 	summary(out, ex, res, time.Since(start))
 	if err != nil {
 		return err

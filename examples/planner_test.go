@@ -12,7 +12,7 @@ import (
 
 func TestTheTripIsReplannedRunsTogetherAndBooksOnceApproved(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), strings.NewReader(""), &out, true); err != nil {
+	if err := run(context.Background(), strings.NewReader(""), &out, options{yes: true}); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	text := out.String()
@@ -49,12 +49,49 @@ func TestTheTripIsReplannedRunsTogetherAndBooksOnceApproved(t *testing.T) {
 
 func TestWithoutATerminalOrYesTheBookingIsDeniedAndNothingRuns(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), strings.NewReader("y\n"), &out, false)
+	err := run(context.Background(), strings.NewReader("y\n"), &out, options{})
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) || denied.Tool != "book_flight" {
 		t.Fatalf("err = %v, want the booking denied", err)
 	}
 	if strings.Contains(out.String(), "STEP_STARTED") {
 		t.Errorf("a step ran although the plan was not cleared:\n%s", out.String())
+	}
+}
+
+// cancelOn cancels when a line containing marker is written.
+type cancelOn struct {
+	bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.marker) {
+		w.cancel()
+	}
+	return w.Buffer.Write(p)
+}
+
+func TestAnInterruptedRunIsResumedFromItsStoreWithoutRedoingWhatFinished(t *testing.T) {
+	store := "sqlite:" + t.TempDir() + "/trip.db"
+	ctx, cancel := context.WithCancel(context.Background())
+	first := &cancelOn{marker: "STEP_EXECUTED", cancel: cancel}
+	err := run(ctx, strings.NewReader(""), first, options{yes: true, store: store, run: "trip-1"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the interrupted run returned %v, want context.Canceled\n%s", err, first.String())
+	}
+	var second bytes.Buffer
+	if err := run(context.Background(), strings.NewReader(""), &second, options{yes: true, store: store, run: "trip-1"}); err != nil {
+		t.Fatalf("resume: %v\n%s", err, second.String())
+	}
+	text := second.String()
+	for _, want := range []string{"PLAN_RESUMED", "(replayed)", "PLAN_COMPLETED", "resumed run trip-1", "booked: PNR-BA117-"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the resumed run does not show %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "PLANNED") {
+		t.Errorf("the resumed run planned again:\n%s", text)
 	}
 }

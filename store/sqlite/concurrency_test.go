@@ -1,0 +1,155 @@
+package sqlite_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/sqlite"
+)
+
+const racedKeys = 40
+
+// claimAll claims every raced key once as holder and reports those it
+// acquired.
+func claimAll(ctx context.Context, s *sqlite.Store, holder string) (acquired []string, err error) {
+	for i := range racedKeys {
+		k := fmt.Sprint("k", i)
+		c, err := s.Claim(ctx, planexec.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: k}, Holder: holder, Lease: time.Hour})
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: %w", k, err)
+		}
+		switch c.State {
+		case planexec.ClaimAcquired:
+			acquired = append(acquired, k)
+		case planexec.ClaimHeld:
+		default:
+			return nil, fmt.Errorf("claim %s: state %d, want acquired or held", k, c.State)
+		}
+	}
+	return acquired, nil
+}
+
+func TestTwoStoresOnOneFileAcquireEachKeyExactlyOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	stores := []*sqlite.Store{
+		openAt(t, path, sqlite.WithBusyTimeout(time.Minute)),
+		openAt(t, path, sqlite.WithBusyTimeout(time.Minute)),
+	}
+	var (
+		mu    sync.Mutex
+		wins  = map[string][]string{}
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for g := range 16 {
+		wg.Go(func() {
+			<-start
+			holder := fmt.Sprint("g", g)
+			got, err := claimAll(ctx, stores[g%2], holder)
+			if err != nil {
+				t.Errorf("%s: %v", holder, err)
+				return
+			}
+			mu.Lock()
+			for _, k := range got {
+				wins[k] = append(wins[k], holder)
+			}
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range racedKeys {
+		if k := fmt.Sprint("k", i); len(wins[k]) != 1 {
+			t.Errorf("key %s acquired by %v, want exactly one holder", k, wins[k])
+		}
+	}
+}
+
+// childEnv names the file a child process of TestProcessesRacing… works on.
+const childEnv = "PLANEXEC_SQLITE_CHILD_DB"
+
+// TestChildProcess is the body of a child process: it waits for the start
+// signal, opens the file (racing the others to create and migrate it),
+// claims every key and prints what it acquired.
+func TestChildProcess(t *testing.T) {
+	path := os.Getenv(childEnv)
+	if path == "" {
+		t.Skip("run as a child process by TestProcessesRacingToOpenOneFileMigrateItOnceAndAcquireEachKeyOnce")
+	}
+	for {
+		if _, err := os.Stat(path + ".go"); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	s, err := sqlite.Open(context.Background(), path, sqlite.WithBusyTimeout(time.Minute))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	got, err := claimAll(context.Background(), s, fmt.Sprint("pid", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range got {
+		fmt.Println("acquired", k)
+	}
+}
+
+func TestProcessesRacingToOpenOneFileMigrateItOnceAndAcquireEachKeyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	path := filepath.Join(t.TempDir(), "raced.db")
+	const children = 4
+	var (
+		outs [children]bytes.Buffer
+		cmds [children]*exec.Cmd
+	)
+	for i := range children {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestChildProcess$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), childEnv+"="+path)
+		cmd.Stdout, cmd.Stderr = &outs[i], &outs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[i] = cmd
+	}
+	// Every child is waiting on the file; go.
+	if err := os.WriteFile(path+".go", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wins := map[string]int{}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s", i, err, outs[i].String())
+		}
+		sc := bufio.NewScanner(&outs[i])
+		for sc.Scan() {
+			if k, ok := strings.CutPrefix(sc.Text(), "acquired "); ok {
+				wins[k]++
+			}
+		}
+	}
+	for i := range racedKeys {
+		if k := fmt.Sprint("k", i); wins[k] != 1 {
+			t.Errorf("key %s acquired %d times across processes, want once", k, wins[k])
+		}
+	}
+	var v int
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 1 {
+		t.Errorf("schema version after the race = %d, %v; want 1", v, err)
+	}
+}

@@ -1,0 +1,544 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/sqlite"
+)
+
+// ---- helpers ----
+
+// clock is a clock the test moves by hand.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2030, time.March, 4, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// openAt opens the store at path, closed when the test ends.
+func openAt(t testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(context.Background(), path, opts...)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openNew opens a store on a new file and returns it with the file's path.
+func openNew(t testing.TB, opts ...sqlite.Option) (*sqlite.Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "planexec.db")
+	return openAt(t, path, opts...), path
+}
+
+// rawDB opens the file with the bare driver, to write what the store never
+// would.
+func rawDB(t testing.TB, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func mustExec(t testing.TB, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func samplePlan(id string) planexec.Plan {
+	return planexec.Plan{ID: id, Goal: "get them to New York", Revision: 1, Steps: []planexec.Step{
+		{ID: "s1", Tool: "search_flights", Arguments: json.RawMessage(`{"to":"JFK","max":412.50,"n":9007199254740993}`)},
+		{ID: "s2", Tool: "book_flight", Arguments: json.RawMessage(`{"flight":"BA117","note":"<ok> & fine"}`), DependsOn: []string{"s1"}, Intent: "book it"},
+	}}
+}
+
+func saveSample(t testing.TB, s *sqlite.Store, tenant, run, planID string) *planexec.PlanRecord {
+	t.Helper()
+	now := time.Date(2030, time.March, 4, 9, 0, 0, 123456789, time.UTC)
+	rec := &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: tenant, RunID: run, Plan: samplePlan(planID),
+		Status: planexec.PlanRunning, Created: now, Updated: now}
+	if err := s.SavePlan(context.Background(), rec); err != nil {
+		t.Fatalf("SavePlan: %v", err)
+	}
+	return rec
+}
+
+func stepRec(id, planID string) planexec.StepRecord {
+	return planexec.StepRecord{StepID: id, PlanID: planID, Tool: "book_flight", Status: planexec.StepDone,
+		Outcome: json.RawMessage(`{"pnr":"X1","fare":"412.50"}`), Key: "k-" + id, Grant: "g1",
+		Amount: decimal.RequireFromString("412.50"), Finished: time.Date(2030, time.March, 4, 9, 1, 0, 0, time.UTC)}
+}
+
+// wantStoreError fails unless err is a *planexec.StoreError of the sqlite
+// store for op that wraps target.
+func wantStoreError(t *testing.T, err error, op string, target error) {
+	t.Helper()
+	var se *planexec.StoreError
+	if !errors.As(err, &se) || se.Store != "sqlite" || se.Op != op {
+		t.Fatalf("err = %v (%T), want a *planexec.StoreError from the sqlite store for %q", err, err, op)
+	}
+	if target != nil && !errors.Is(err, target) {
+		t.Fatalf("err = %v, want it to wrap %v", err, target)
+	}
+}
+
+// ---- records come back as they were written ----
+
+func TestAPlanAndItsStepsComeBackAfterTheFileIsReopened(t *testing.T) {
+	ctx := context.Background()
+	s, path := openNew(t)
+	want := saveSample(t, s, "acme", "run-1", "p1")
+	st := stepRec("s1", "p1")
+	if err := s.SaveStep(ctx, "acme", "run-1", st); err != nil {
+		t.Fatalf("SaveStep: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s = openAt(t, path)
+	got, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	if got.Version != planexec.PlanRecordVersion || got.Tenant != "acme" || got.RunID != "run-1" || got.Status != planexec.PlanRunning {
+		t.Errorf("record = %+v", got)
+	}
+	if !got.Created.Equal(want.Created) || !got.Updated.Equal(st.Finished) {
+		t.Errorf("created %v updated %v, want %v and the step's finish %v", got.Created, got.Updated, want.Created, st.Finished)
+	}
+	if got.Plan.ID != "p1" || got.Plan.Goal != want.Plan.Goal || len(got.Plan.Steps) != 2 || got.Plan.Steps[1].Intent != "book it" ||
+		got.Plan.Steps[1].DependsOn[0] != "s1" {
+		t.Errorf("plan = %+v", got.Plan)
+	}
+	// Numbers and markup in arguments are kept exactly as written.
+	for i, s := range got.Plan.Steps {
+		if string(s.Arguments) != string(want.Plan.Steps[i].Arguments) {
+			t.Errorf("step %s arguments = %s, want %s", s.ID, s.Arguments, want.Plan.Steps[i].Arguments)
+		}
+	}
+	g := got.Steps["s1"]
+	if len(got.Steps) != 1 || g.PlanID != "p1" || g.Status != planexec.StepDone || string(g.Outcome) != string(st.Outcome) ||
+		g.Key != "k-s1" || g.Grant != "g1" || !g.Amount.Equal(st.Amount) || g.Amount.String() != "412.5" || !g.Finished.Equal(st.Finished) {
+		t.Errorf("step = %+v", g)
+	}
+}
+
+func TestSavingThePlanAgainKeepsItsStepsAndCreationTime(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openNew(t)
+	first := saveSample(t, s, "acme", "run-1", "p1")
+	if err := s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	later := *first
+	later.Status, later.Created, later.Updated = planexec.PlanCompleted, first.Created.Add(time.Hour), first.Created.Add(time.Hour)
+	if err := s.SavePlan(ctx, &later); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != planexec.PlanCompleted || len(got.Steps) != 1 || !got.Created.Equal(first.Created) || !got.Updated.Equal(later.Updated) {
+		t.Errorf("got status %s, %d steps, created %v, updated %v", got.Status, len(got.Steps), got.Created, got.Updated)
+	}
+}
+
+func TestANewPlanForTheRunDropsTheOldPlansSteps(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	for _, id := range []string{"s1", "s2"} {
+		if err := s.SaveStep(ctx, "acme", "run-1", stepRec(id, "p1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saveSample(t, s, "acme", "run-1", "p2")
+	got, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Plan.ID != "p2" || len(got.Steps) != 0 {
+		t.Errorf("plan %s with %d steps, want p2 with none", got.Plan.ID, len(got.Steps))
+	}
+}
+
+func TestForgetRemovesTheRunAndItsStepsOnly(t *testing.T) {
+	ctx := context.Background()
+	s, path := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	saveSample(t, s, "acme", "run-2", "p1")
+	_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
+	_ = s.SaveStep(ctx, "acme", "run-2", stepRec("s1", "p1"))
+	if err := s.Forget(ctx, "acme", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(ctx, "acme", "never"); err != nil {
+		t.Errorf("forgetting a run with no record: %v", err)
+	}
+	if _, err := s.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("LoadPlan after Forget: %v, want ErrNoRecord", err)
+	}
+	if got, err := s.LoadPlan(ctx, "acme", "run-2"); err != nil || len(got.Steps) != 1 {
+		t.Errorf("the other run: %v, %v", got, err)
+	}
+	var n int
+	if err := rawDB(t, path).QueryRow(`SELECT count(*) FROM steps WHERE run_id = 'run-1'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d step rows of the forgotten run are left (%v)", n, err)
+	}
+}
+
+func TestAStepForARunWithNoPlanIsNoRecord(t *testing.T) {
+	s, _ := openNew(t)
+	if err := s.SaveStep(context.Background(), "acme", "run-1", stepRec("s1", "p1")); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("SaveStep = %v, want ErrNoRecord", err)
+	}
+}
+
+func TestDecisionsAreKeptPerTenantAndReplaced(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openNew(t)
+	d := planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted, Approver: "ana",
+		DecidedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Expires: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)}
+	if err := s.SaveDecision(ctx, "acme", d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decision(ctx, "globex", "r1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("another tenant's decision: %v, want ErrNoRecord", err)
+	}
+	got, err := s.Decision(ctx, "acme", "r1")
+	if err != nil || got.Status != planexec.ApprovalGranted || got.Approver != "ana" || !got.Expires.Equal(d.Expires) || !got.DecidedAt.Equal(d.DecidedAt) {
+		t.Errorf("Decision = %+v, %v", got, err)
+	}
+	d.Status, d.Reason = planexec.ApprovalDenied, "changed my mind"
+	if err := s.SaveDecision(ctx, "acme", d); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.ApprovalDenied || got.Reason != "changed my mind" {
+		t.Errorf("after replacing: %+v", got)
+	}
+}
+
+// ---- tenants ----
+
+func TestOneTenantNeverReachesAnothersRecords(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	if _, err := s.LoadPlan(ctx, "globex", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("LoadPlan for another tenant = %v, want ErrNoRecord", err)
+	}
+	if err := s.SaveStep(ctx, "globex", "run-1", stepRec("s1", "p1")); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("SaveStep for another tenant = %v, want ErrNoRecord", err)
+	}
+	if err := s.Forget(ctx, "globex", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil {
+		t.Errorf("another tenant's Forget removed the run: %v", err)
+	}
+
+	// The same digest under two tenants is two keys.
+	a, err := s.Claim(ctx, planexec.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: "d"}, Holder: "h1", Lease: time.Minute})
+	if err != nil || a.State != planexec.ClaimAcquired {
+		t.Fatalf("acme claim = %+v, %v", a, err)
+	}
+	b, err := s.Claim(ctx, planexec.ClaimRequest{Key: planexec.Key{Tenant: "globex", Digest: "d"}, Holder: "h2", Lease: time.Minute})
+	if err != nil || b.State != planexec.ClaimAcquired {
+		t.Fatalf("globex claim = %+v, %v; want its own acquisition", b, err)
+	}
+	if err := s.Complete(ctx, planexec.Key{Tenant: "initech", Digest: "d"}, 1, nil); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("Complete for a tenant that never claimed = %v, want ErrNoRecord", err)
+	}
+	if err := s.Resolve(ctx, planexec.Key{Tenant: "initech", Digest: "d"}, planexec.Resolution{}); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("Resolve for a tenant that never claimed = %v, want ErrNoRecord", err)
+	}
+}
+
+// ---- bad input ----
+
+func TestAPlanRecordOfANewerVersionIsRefusedNotMisread(t *testing.T) {
+	ctx := context.Background()
+	for name, update := range map[string]string{
+		"in the column":     `UPDATE plans SET version = 99`,
+		"in the record":     `UPDATE plans SET record = json_set(record, '$.version', 99)`,
+		"in a new layout":   `UPDATE plans SET version = 99, record = '{"version":99,"plan":"a layout this package never wrote"}'`,
+		"on a step's row":   `UPDATE steps SET version = 99`,
+		"of a decision row": `UPDATE approvals SET version = 99`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, path := openNew(t)
+			saveSample(t, s, "acme", "run-1", "p1")
+			_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
+			_ = s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted})
+			mustExec(t, rawDB(t, path), update)
+			if name == "of a decision row" {
+				_, err := s.Decision(ctx, "acme", "r1")
+				wantStoreError(t, err, "decision", planexec.ErrNewerRecord)
+				return
+			}
+			rec, err := s.LoadPlan(ctx, "acme", "run-1")
+			if rec != nil {
+				t.Errorf("LoadPlan returned a record: %+v", rec)
+			}
+			wantStoreError(t, err, "load plan", planexec.ErrNewerRecord)
+			if errors.Is(err, planexec.ErrCorruptRecord) {
+				t.Errorf("a newer record is reported corrupt: %v", err)
+			}
+		})
+	}
+}
+
+func TestAPlanRecordWrittenStraightIntoTheTableWithVersion99IsRefused(t *testing.T) {
+	s, path := openNew(t)
+	mustExec(t, rawDB(t, path), `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated)
+		VALUES ('acme', 'run-9', 'p9', 99, 'running', '{"version":99,"tenant":"acme","run_id":"run-9","plan":{"id":"p9"},"status":"running"}', 0, 0)`)
+	_, err := s.LoadPlan(context.Background(), "acme", "run-9")
+	wantStoreError(t, err, "load plan", planexec.ErrNewerRecord)
+	// Nor is it overwritten by this older writer.
+	err = s.SavePlan(context.Background(), &planexec.PlanRecord{Tenant: "acme", RunID: "run-9", Plan: planexec.Plan{ID: "p9"}})
+	wantStoreError(t, err, "save plan", planexec.ErrNewerRecord)
+}
+
+func TestACorruptRowIsReportedCorrupt(t *testing.T) {
+	ctx := context.Background()
+	for name, update := range map[string]string{
+		"a truncated plan record":  `UPDATE plans SET record = '{"version":1,"plan":{"id":'`,
+		"a plan record not JSON":   `UPDATE plans SET record = 'gob:0x1f8b'`,
+		"a plan record of a list":  `UPDATE plans SET record = '[1,2]'`,
+		"a plan record as null":    `UPDATE plans SET record = 'null'`,
+		"a plan without a version": `UPDATE plans SET record = json_remove(record, '$.version')`,
+		"a plan of the wrong type": `UPDATE plans SET record = json_set(record, '$.plan.steps', 'three')`,
+		"a step record":            `UPDATE steps SET record = '{"step_id":"s1","outcome":'`,
+		"a decision":               `UPDATE approvals SET decision = 'not json'`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, path := openNew(t)
+			saveSample(t, s, "acme", "run-1", "p1")
+			_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
+			_ = s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted})
+			mustExec(t, rawDB(t, path), update)
+			if name == "a decision" {
+				_, err := s.Decision(ctx, "acme", "r1")
+				wantStoreError(t, err, "decision", planexec.ErrCorruptRecord)
+				return
+			}
+			_, err := s.LoadPlan(ctx, "acme", "run-1")
+			wantStoreError(t, err, "load plan", planexec.ErrCorruptRecord)
+		})
+	}
+}
+
+func TestAFileWithANewerSchemaIsRefusedAtOpen(t *testing.T) {
+	s, path := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	mustExec(t, db, `PRAGMA user_version = 99`)
+	db.Close()
+
+	got, err := sqlite.Open(context.Background(), path)
+	if got != nil {
+		got.Close()
+		t.Error("Open returned a store")
+	}
+	wantStoreError(t, err, "migrate", planexec.ErrNewerRecord)
+}
+
+func TestOpeningTwiceMigratesOnce(t *testing.T) {
+	s, path := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	again := openAt(t, path)
+	if _, err := again.LoadPlan(context.Background(), "acme", "run-1"); err != nil {
+		t.Fatalf("the second Open lost the record: %v", err)
+	}
+	var v int
+	var mode string
+	db := rawDB(t, path)
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 1 {
+		t.Errorf("user_version = %d, %v; want 1", v, err)
+	}
+	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
+	}
+}
+
+func TestOpenRefusesWhatIsNotAFilePath(t *testing.T) {
+	for _, path := range []string{"", ":memory:", "file:x.db?mode=memory", filepath.Join(t.TempDir(), "missing", "dir", "x.db")} {
+		s, err := sqlite.Open(context.Background(), path)
+		if s != nil {
+			s.Close()
+		}
+		wantStoreError(t, err, "open", nil)
+	}
+}
+
+func TestAPathWithURICharactersIsAFileName(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "odd?name#with%25.db")
+	s := openAt(t, path)
+	saveSample(t, s, "acme", "run-1", "p1")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the file was not created under its own name: %v", err)
+	}
+}
+
+func TestACancelledContextIsAStoreErrorThatSaysSo(t *testing.T) {
+	s, _ := openNew(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Claim(ctx, planexec.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: "d"}, Lease: time.Minute})
+	wantStoreError(t, err, "claim", context.Canceled)
+}
+
+// ---- one step, one transaction ----
+
+func TestCompleteStepWritesTheClaimAndTheRecordOrNeither(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	key := planexec.Key{Tenant: "acme", Digest: "k-s1"}
+	c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	if err != nil || c.State != planexec.ClaimAcquired || c.Epoch != 1 {
+		t.Fatalf("Claim = %+v, %v", c, err)
+	}
+
+	// A stale epoch writes neither.
+	if err := s.CompleteStep(ctx, key, c.Epoch+1, json.RawMessage(`"x"`), "run-1", stepRec("s1", "p1")); !errors.Is(err, planexec.ErrFenced) {
+		t.Fatalf("CompleteStep with a stale epoch = %v, want ErrFenced", err)
+	}
+	// A run with no record writes neither: the claim stays held.
+	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`"x"`), "run-404", stepRec("s1", "p1")); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("CompleteStep for a run with no plan = %v, want ErrNoRecord", err)
+	}
+	rec, _ := s.LoadPlan(ctx, "acme", "run-1")
+	if len(rec.Steps) != 0 {
+		t.Fatalf("a refused CompleteStep left a step record: %+v", rec.Steps)
+	}
+	if again, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute}); again.State != planexec.ClaimHeld {
+		t.Fatalf("after refused CompleteSteps the claim is %+v, want still held", again)
+	}
+
+	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`"x"`), "run-1", stepRec("s1", "p1")); err != nil {
+		t.Fatalf("CompleteStep: %v", err)
+	}
+	rec, _ = s.LoadPlan(ctx, "acme", "run-1")
+	done, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute})
+	if rec.Steps["s1"].Status != planexec.StepDone || done.State != planexec.ClaimCompleted || string(done.Outcome) != `"x"` {
+		t.Errorf("after CompleteStep: step %+v, claim %+v", rec.Steps["s1"], done)
+	}
+}
+
+func TestReleaseStepKeepsAnIrreversibleFailureInDoubt(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	key := planexec.Key{Tenant: "acme", Digest: "k-s2"}
+	c, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	st := stepRec("s2", "p1")
+	st.Status, st.Outcome, st.Error = planexec.StepInDoubt, nil, "gateway timeout"
+	if err := s.ReleaseStep(ctx, key, c.Epoch, true, "run-1", st); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := s.LoadPlan(ctx, "acme", "run-1")
+	again, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute, TakeOver: true})
+	if rec.Steps["s2"].Status != planexec.StepInDoubt || again.State != planexec.ClaimInDoubt {
+		t.Errorf("step %+v, claim %+v; want both in doubt", rec.Steps["s2"], again)
+	}
+	if err := s.ReleaseStep(ctx, key, c.Epoch, false, "run-1", st); !errors.Is(err, planexec.ErrFenced) {
+		t.Errorf("a second release = %v, want ErrFenced", err)
+	}
+}
+
+// ---- claims ----
+
+func TestEpochsNeverGoBackAcrossReleaseResolveAndReopening(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	s, path := openNew(t, sqlite.WithClock(clk.Now))
+	key := planexec.Key{Tenant: "acme", Digest: "d"}
+	req := planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute, TakeOver: true}
+	var epochs []int64
+	c, _ := s.Claim(ctx, req)
+	epochs = append(epochs, c.Epoch)
+	_ = s.Release(ctx, key, c.Epoch, false)
+	c, _ = s.Claim(ctx, req)
+	epochs = append(epochs, c.Epoch)
+	_ = s.Release(ctx, key, c.Epoch, true)
+	if err := s.Resolve(ctx, key, planexec.Resolution{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openAt(t, path, sqlite.WithClock(clk.Now))
+	c, _ = s.Claim(ctx, req)
+	epochs = append(epochs, c.Epoch)
+	clk.Advance(2 * time.Minute)
+	c, _ = s.Claim(ctx, req) // taken over
+	epochs = append(epochs, c.Epoch)
+	if want := []int64{1, 2, 4, 5}; len(epochs) != 4 || epochs[0] != 1 || epochs[1] != 2 || epochs[2] != 4 || epochs[3] != 5 {
+		t.Errorf("epochs = %v, want %v", epochs, want)
+	}
+	if err := s.Complete(ctx, key, 4, nil); !errors.Is(err, planexec.ErrFenced) {
+		t.Errorf("the taken-over holder's Complete = %v, want ErrFenced", err)
+	}
+}
+
+func TestResolveRefusesALiveHolder(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	s, _ := openNew(t, sqlite.WithClock(clk.Now))
+	key := planexec.Key{Tenant: "acme", Digest: "d"}
+	c, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	if err := s.Resolve(ctx, key, planexec.Resolution{Applied: true}); !errors.Is(err, planexec.ErrClaimHeld) {
+		t.Fatalf("Resolve while the lease is live = %v, want ErrClaimHeld", err)
+	}
+	clk.Advance(time.Minute)
+	// Expired and irreversible: in doubt until resolved.
+	if got, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute}); got.State != planexec.ClaimInDoubt {
+		t.Fatalf("claim after the lease = %+v, want in doubt", got)
+	}
+	if err := s.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`{"pnr":"Q"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute})
+	if got.State != planexec.ClaimCompleted || string(got.Outcome) != `{"pnr":"Q"}` || got.Epoch != c.Epoch+1 {
+		t.Errorf("after Resolve: %+v", got)
+	}
+	if err := s.Extend(ctx, key, c.Epoch, time.Minute); !errors.Is(err, planexec.ErrFenced) {
+		t.Errorf("the old holder's Extend = %v, want ErrFenced", err)
+	}
+}
