@@ -1,0 +1,103 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/planexec/planexec"
+)
+
+// diffDecision lists how got differs from want, field by field.
+func diffDecision(got, want planexec.ApprovalDecision) []string {
+	var d []string
+	if got.RecordID != want.RecordID || got.Status != want.Status || got.Approver != want.Approver || got.Reason != want.Reason {
+		d = append(d, fmt.Sprintf("decision %q %q by %q (%q), want %q %q by %q (%q)",
+			got.RecordID, got.Status, got.Approver, got.Reason, want.RecordID, want.Status, want.Approver, want.Reason))
+	}
+	if !sameInstant(got.DecidedAt, want.DecidedAt) {
+		d = append(d, fmt.Sprintf("DecidedAt = %v, want %v to the millisecond", got.DecidedAt, want.DecidedAt))
+	}
+	if !sameInstant(got.Expires, want.Expires) {
+		d = append(d, fmt.Sprintf("Expires = %v, want %v to the millisecond (zero is never)", got.Expires, want.Expires))
+	}
+	return d
+}
+
+func runApprovalStore(t *testing.T, open Open) {
+	t.Run("Decision of a record never decided is ErrNoRecord", func(t *testing.T) {
+		k := setup(t, open)
+		if d, err := k.Approvals.Decision(k.ctx, "acme", "rec-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("Decision: want ErrNoRecord, got %+v, %v", d, err)
+		}
+	})
+
+	t.Run("SaveDecision then Decision gives back every field", func(t *testing.T) {
+		k := setup(t, open)
+		granted := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalGranted, Approver: "dana",
+			Reason: "within budget", DecidedAt: k.clk.Now(), Expires: k.clk.Now().Add(90 * time.Minute)}
+		denied := planexec.ApprovalDecision{RecordID: "rec-2", Status: planexec.ApprovalDenied, Approver: "lee",
+			Reason: "not this fare", DecidedAt: k.clk.Now().Add(time.Second)} // Expires zero: never
+		for _, d := range []planexec.ApprovalDecision{granted, denied} {
+			if err := k.Approvals.SaveDecision(k.ctx, "acme", d); err != nil {
+				t.Fatalf("SaveDecision %s: %v", d.RecordID, err)
+			}
+		}
+		for _, want := range []planexec.ApprovalDecision{granted, denied} {
+			got, err := k.Approvals.Decision(k.ctx, "acme", want.RecordID)
+			if err != nil {
+				t.Fatalf("Decision %s: %v", want.RecordID, err)
+			}
+			for _, d := range diffDecision(got, want) {
+				t.Errorf("%s: %s", want.RecordID, d)
+			}
+		}
+	})
+
+	t.Run("A later SaveDecision for the same record replaces the earlier", func(t *testing.T) {
+		k := setup(t, open)
+		first := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalGranted, Approver: "dana",
+			DecidedAt: k.clk.Now(), Expires: k.clk.Now().Add(time.Hour)}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", first); err != nil {
+			t.Fatalf("SaveDecision: %v", err)
+		}
+		k.clk.Advance(time.Minute)
+		withdrawn := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalDenied, Approver: "lee",
+			Reason: "withdrawn", DecidedAt: k.clk.Now()}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", withdrawn); err != nil {
+			t.Fatalf("SaveDecision again: %v", err)
+		}
+		got, err := k.Approvals.Decision(k.ctx, "acme", "rec-1")
+		if err != nil {
+			t.Fatalf("Decision: %v", err)
+		}
+		for _, d := range diffDecision(got, withdrawn) {
+			t.Error(d)
+		}
+	})
+
+	t.Run("Tenants are isolated: one tenant never reads another's decision", func(t *testing.T) {
+		k := setup(t, open)
+		acme := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalGranted, Approver: "dana", DecidedAt: k.clk.Now()}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", acme); err != nil {
+			t.Fatalf("SaveDecision acme: %v", err)
+		}
+		if d, err := k.Approvals.Decision(k.ctx, "globex", "rec-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("globex reading acme's record id: want ErrNoRecord, got %+v, %v", d, err)
+		}
+		globex := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalDenied, Approver: "lee", Reason: "no", DecidedAt: k.clk.Now()}
+		if err := k.Approvals.SaveDecision(k.ctx, "globex", globex); err != nil {
+			t.Fatalf("SaveDecision globex: %v", err)
+		}
+		for tenant, want := range map[string]planexec.ApprovalDecision{"acme": acme, "globex": globex} {
+			got, err := k.Approvals.Decision(k.ctx, tenant, "rec-1")
+			if err != nil {
+				t.Fatalf("Decision %s: %v", tenant, err)
+			}
+			for _, d := range diffDecision(got, want) {
+				t.Errorf("%s: %s", tenant, d)
+			}
+		}
+	})
+}

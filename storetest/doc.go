@@ -1,0 +1,98 @@
+// Package storetest checks that a store behaves as the planexec executor
+// needs: the conformance suite ([Run]) for every PlanStore, IdempotencyStore
+// and ApprovalStore, and a crash harness ([CrashAnywhere]) for durable ones.
+// The in-memory stores of package planexec are the reference: they pass
+// [Run], and where this package and they disagree, one of them is wrong.
+//
+// # The conformance suite
+//
+// Give [Run] a function that opens stores over a fresh, empty backing (a new
+// SQLite file, a new Postgres schema) private to the test it is handed, with
+// leases on the clock it is handed:
+//
+//	func TestStoresConform(t *testing.T) {
+//		storetest.Run(t, func(t testing.TB, now func() time.Time) storetest.Stores {
+//			s := openStore(t, filepath.Join(t.TempDir(), "plans.db"), now)
+//			return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}
+//		})
+//	}
+//
+// Each subtest opens its own stores and moves its clock by hand, so leases
+// run out when the test says. A store must keep times to the millisecond at
+// least, give back a zero time as zero, keep JSON (arguments, outcomes) as
+// the same JSON value — key order, spacing and escaping may change; numbers
+// may not go through float64 — and keep decimals exact. The subtests are
+// grouped by interface:
+//
+//   - PlanStore: round trips of plans and step records, ErrNoRecord for what
+//     was never saved or was forgotten, steps kept for the same plan and
+//     dropped for a new one, tenants isolated, records handed out as copies,
+//     a run of a thousand steps.
+//   - IdempotencyStore: acquisition, leases, take-over, fencing of a holder
+//     whose claim moved on, completion, release, doubt, Resolve, tenants,
+//     and exactly one winner among 50 goroutines claiming one key (a store
+//     must be safe to share between goroutines).
+//   - ApprovalStore: round trips, replacement, tenants.
+//   - StepStore: when Plans is a [planexec.StepStore] and the very value
+//     that is Idempotency (as the executor checks), CompleteStep and
+//     ReleaseStep write both or neither. Skipped otherwise.
+//   - Executor: a plan held for a person, decided, resumed and replayed by
+//     new executors over the same stores.
+//
+// # The crash harness
+//
+// [CrashAnywhere] kills a process in the middle of a plan, at a chosen point,
+// again and again, and checks after each kill that resuming neither loses nor
+// repeats an effect. It needs a [Durable]: a function that opens the same
+// backing each time it is called, in the test process and in each child it
+// starts, and an [Effects] kept in that backing, where the harness's tools
+// write what they did. A child inherits the test's environment, so the test
+// can choose the backing and put it there:
+//
+//	func TestStoresSurviveKills(t *testing.T) {
+//		if os.Getenv("MYSTORE_CRASH_DB") == "" { // unset in the test, set in its children
+//			t.Setenv("MYSTORE_CRASH_DB", filepath.Join(t.TempDir(), "crash.db"))
+//		}
+//		storetest.CrashAnywhere(t, storetest.Durable{Open: func(t testing.TB) (storetest.Stores, storetest.Effects) {
+//			s := openStore(t, os.Getenv("MYSTORE_CRASH_DB"), time.Now)
+//			return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}, effectsTable{s}
+//		}}, 100)
+//	}
+//
+// Effects.Record must be one atomic write (a row inserted in its own
+// transaction will do): a kill leaves it done or not done.
+//
+// For each kill point the harness starts the test binary again, running only
+// the calling test, with an environment variable that makes CrashAnywhere act
+// as the child. Everything the test does before calling CrashAnywhere runs
+// in each child too, so call it from a test of its own (or a subtest), and
+// keep what comes before it cheap. The child opens the Durable and runs a
+// plan of twenty steps, reversible and irreversible, in four lanes that run
+// side by side and join at the end. It writes a line to its standard output
+// at each point — before and after a claim, in the middle of a tool (before
+// and after its effect), before and after the step's completion is written —
+// and waits for the parent's go-ahead on its standard input. The parent kills
+// it with SIGKILL at the point chosen: a different one for each kill, spread
+// over every point of every step, while the other lanes are wherever they
+// happen to be.
+//
+// Then the parent resumes the run with new executors until the plan
+// completes. It waits out the dead child's leases (claims last 50ms), and
+// settles each *IndeterminateOutcomeError in doubt by what Effects shows:
+// recorded, resolved as applied with the tool's outcome; not recorded,
+// resolved as not applied, so the step runs again. After the plan completes
+// it checks that
+//
+//   - every step's effect was recorded exactly once;
+//   - no step whose completion the child wrote ran again;
+//   - every irreversible step the child claimed and never completed surfaced
+//     as an *IndeterminateOutcomeError, and ran again only after it was
+//     resolved as not applied;
+//   - no person was asked again for a decision the child stored;
+//   - the plan record says completed, with every step done and its outcome;
+//   - a further resume replays every step and calls no tool.
+//
+// Every kill point runs under a new run id, so the backing may be shared
+// with earlier runs of the test. A kill point costs a child process and a
+// lease or two: a hundred take a few seconds over a local database.
+package storetest

@@ -1,0 +1,381 @@
+package storetest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/planexec/planexec"
+)
+
+// journal is a durable backing for testing the kit without a database: one
+// file of JSON lines, each holding everything one write changed. A write is
+// one append of one line, so a kill leaves it whole or torn; a torn last
+// line is never applied, and is cut off before the next write. Before it
+// acts, a journal applies what other processes appended since it last
+// looked. It assumes one process writes at a time, which the crash harness
+// arranges: the parent acts only once the child is dead.
+type journal struct {
+	path string
+	now  func() time.Time
+
+	mu        sync.Mutex
+	off       int64 // how much of the file is applied
+	plans     map[runKey]*planexec.PlanRecord
+	claims    map[planexec.Key]claim
+	decisions map[decisionKey]planexec.ApprovalDecision
+	effects   map[string]map[string]int
+}
+
+type runKey struct{ Tenant, Run string }
+
+type decisionKey struct{ Tenant, Record string }
+
+type claim struct {
+	State   planexec.ClaimState `json:"state"` // 0: free
+	Epoch   int64               `json:"epoch"`
+	Holder  string              `json:"holder"`
+	Expires time.Time           `json:"expires"`
+	Outcome json.RawMessage     `json:"outcome,omitempty"`
+}
+
+// entry is one line of the journal: what one write changed.
+type entry struct {
+	Plan     *planexec.PlanRecord `json:"plan,omitempty"`
+	Step     *stepEntry           `json:"step,omitempty"`
+	Forget   *runKey              `json:"forget,omitempty"`
+	Claim    *claimEntry          `json:"claim,omitempty"`
+	Decision *decisionEntry       `json:"decision,omitempty"`
+	Effect   *effectEntry         `json:"effect,omitempty"`
+}
+
+type stepEntry struct {
+	runKey
+	Record planexec.StepRecord
+}
+
+type claimEntry struct {
+	Key   planexec.Key
+	Claim claim
+}
+
+type decisionEntry struct {
+	Tenant   string
+	Decision planexec.ApprovalDecision
+}
+
+type effectEntry struct{ Run, Step string }
+
+func openJournal(t testing.TB, path string, now func() time.Time) *journal {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		t.Fatalf("opening the journal: %v", err)
+	}
+	f.Close()
+	return &journal{path: path, now: now, plans: map[runKey]*planexec.PlanRecord{}, claims: map[planexec.Key]claim{},
+		decisions: map[decisionKey]planexec.ApprovalDecision{}, effects: map[string]map[string]int{}}
+}
+
+// sync applies the lines appended since the journal last looked. Callers
+// hold j.mu.
+func (j *journal) sync() error {
+	f, err := os.Open(j.path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.Seek(j.off, io.SeekStart); err != nil {
+		return err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return nil // the rest, if any, is a torn line
+		}
+		var e entry
+		if err := json.Unmarshal(data[:i], &e); err != nil {
+			return fmt.Errorf("journal line at byte %d: %w", j.off, err)
+		}
+		j.apply(e)
+		j.off += int64(i + 1)
+		data = data[i+1:]
+	}
+}
+
+// write appends e and applies it. Callers hold j.mu and synced.
+func (j *journal) write(e entry) error {
+	line, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Truncate(j.off); err != nil { // a line torn by a killed writer
+		return err
+	}
+	if _, err := f.WriteAt(append(line, '\n'), j.off); err != nil {
+		return err
+	}
+	j.off += int64(len(line) + 1)
+	// Apply what was written, decoded, so nothing the caller holds is kept.
+	var back entry
+	if err := json.Unmarshal(line, &back); err != nil {
+		return err
+	}
+	j.apply(back)
+	return nil
+}
+
+func (j *journal) apply(e entry) {
+	if p := e.Plan; p != nil {
+		k := runKey{p.Tenant, p.RunID}
+		if old := j.plans[k]; old != nil && old.Plan.ID == p.Plan.ID {
+			p.Steps, p.Created = old.Steps, old.Created
+		} else {
+			p.Steps = map[string]planexec.StepRecord{}
+		}
+		j.plans[k] = p
+	}
+	if s := e.Step; s != nil {
+		if rec := j.plans[s.runKey]; rec != nil {
+			rec.Steps[s.Record.StepID] = s.Record
+		}
+	}
+	if e.Forget != nil {
+		delete(j.plans, *e.Forget)
+	}
+	if c := e.Claim; c != nil {
+		j.claims[c.Key] = c.Claim
+	}
+	if d := e.Decision; d != nil {
+		j.decisions[decisionKey{d.Tenant, d.Decision.RecordID}] = d.Decision
+	}
+	if f := e.Effect; f != nil {
+		if j.effects[f.Run] == nil {
+			j.effects[f.Run] = map[string]int{}
+		}
+		j.effects[f.Run][f.Step]++
+	}
+}
+
+// do runs fn on the journal brought up to date.
+func (j *journal) do(fn func() error) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.sync(); err != nil {
+		return err
+	}
+	return fn()
+}
+
+func (j *journal) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
+	c := *rec
+	c.Steps = nil
+	return j.do(func() error { return j.write(entry{Plan: &c}) })
+}
+
+func (j *journal) SaveStep(_ context.Context, tenant, run string, step planexec.StepRecord) error {
+	return j.do(func() error {
+		k := runKey{tenant, run}
+		if j.plans[k] == nil {
+			return planexec.ErrNoRecord
+		}
+		return j.write(entry{Step: &stepEntry{k, step}})
+	})
+}
+
+func (j *journal) LoadPlan(_ context.Context, tenant, run string) (*planexec.PlanRecord, error) {
+	var c planexec.PlanRecord
+	err := j.do(func() error {
+		rec := j.plans[runKey{tenant, run}]
+		if rec == nil {
+			return planexec.ErrNoRecord
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &c)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (j *journal) Forget(_ context.Context, tenant, run string) error {
+	return j.do(func() error {
+		k := runKey{tenant, run}
+		if j.plans[k] == nil {
+			return nil
+		}
+		return j.write(entry{Forget: &k})
+	})
+}
+
+func (j *journal) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+	var out planexec.Claim
+	err := j.do(func() error {
+		now := j.now()
+		c, ok := j.claims[req.Key]
+		if ok {
+			switch c.State {
+			case planexec.ClaimCompleted:
+				out = planexec.Claim{State: planexec.ClaimCompleted, Epoch: c.Epoch, Outcome: slices.Clone(c.Outcome)}
+				return nil
+			case planexec.ClaimInDoubt:
+				out = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.Epoch, Holder: c.Holder}
+				return nil
+			case planexec.ClaimAcquired:
+				if now.Before(c.Expires) {
+					out = planexec.Claim{State: planexec.ClaimHeld, Epoch: c.Epoch, Holder: c.Holder, LeaseExpires: c.Expires}
+					return nil
+				}
+				if !req.TakeOver {
+					out = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.Epoch, Holder: c.Holder, LeaseExpires: c.Expires}
+					return nil
+				}
+			}
+		}
+		c = claim{State: planexec.ClaimAcquired, Epoch: c.Epoch + 1, Holder: req.Holder, Expires: now.Add(req.Lease)}
+		out = planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.Epoch, Holder: c.Holder, LeaseExpires: c.Expires}
+		return j.write(entry{Claim: &claimEntry{req.Key, c}})
+	})
+	return out, err
+}
+
+// held returns the claim epoch holds. Callers hold j.mu.
+func (j *journal) held(key planexec.Key, epoch int64) (claim, error) {
+	c, ok := j.claims[key]
+	if !ok {
+		return c, planexec.ErrNoRecord
+	}
+	if c.Epoch != epoch || c.State != planexec.ClaimAcquired {
+		return c, planexec.ErrFenced
+	}
+	return c, nil
+}
+
+func (j *journal) Extend(_ context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+	return j.do(func() error {
+		c, err := j.held(key, epoch)
+		if err != nil {
+			return err
+		}
+		c.Expires = j.now().Add(lease)
+		return j.write(entry{Claim: &claimEntry{key, c}})
+	})
+}
+
+func (j *journal) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+	return j.CompleteStep(ctx, key, epoch, outcome, "", planexec.StepRecord{})
+}
+
+func (j *journal) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+	return j.ReleaseStep(ctx, key, epoch, inDoubt, "", planexec.StepRecord{})
+}
+
+// finish writes a claim's end and, when run is not "", the step's record
+// with it, in one line.
+func (j *journal) finish(key planexec.Key, epoch int64, run string, rec planexec.StepRecord, end func(*claim)) error {
+	return j.do(func() error {
+		c, err := j.held(key, epoch)
+		if err != nil {
+			return err
+		}
+		e := entry{Claim: &claimEntry{key, c}}
+		end(&e.Claim.Claim)
+		if run != "" {
+			k := runKey{key.Tenant, run}
+			if j.plans[k] == nil {
+				return planexec.ErrNoRecord
+			}
+			e.Step = &stepEntry{k, rec}
+		}
+		return j.write(e)
+	})
+}
+
+func (j *journal) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec planexec.StepRecord) error {
+	return j.finish(key, epoch, run, rec, func(c *claim) { c.State, c.Outcome = planexec.ClaimCompleted, outcome })
+}
+
+func (j *journal) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, run string, rec planexec.StepRecord) error {
+	return j.finish(key, epoch, run, rec, func(c *claim) {
+		c.State = 0
+		if inDoubt {
+			c.State = planexec.ClaimInDoubt
+		}
+	})
+}
+
+func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolution) error {
+	return j.do(func() error {
+		c, ok := j.claims[key]
+		if !ok {
+			return planexec.ErrNoRecord
+		}
+		if c.State == planexec.ClaimAcquired && j.now().Before(c.Expires) {
+			return planexec.ErrClaimHeld
+		}
+		c.Epoch++
+		c.State, c.Outcome = 0, nil
+		if r.Applied {
+			c.State, c.Outcome = planexec.ClaimCompleted, r.Outcome
+		}
+		return j.write(entry{Claim: &claimEntry{key, c}})
+	})
+}
+
+func (j *journal) Decision(_ context.Context, tenant, recordID string) (planexec.ApprovalDecision, error) {
+	var d planexec.ApprovalDecision
+	err := j.do(func() error {
+		var ok bool
+		if d, ok = j.decisions[decisionKey{tenant, recordID}]; !ok {
+			return planexec.ErrNoRecord
+		}
+		return nil
+	})
+	return d, err
+}
+
+func (j *journal) SaveDecision(_ context.Context, tenant string, d planexec.ApprovalDecision) error {
+	return j.do(func() error { return j.write(entry{Decision: &decisionEntry{tenant, d}}) })
+}
+
+func (j *journal) Record(_ context.Context, run, step string) error {
+	return j.do(func() error { return j.write(entry{Effect: &effectEntry{run, step}}) })
+}
+
+func (j *journal) Counts(_ context.Context, run string) (map[string]int, error) {
+	var c map[string]int
+	err := j.do(func() error {
+		c = maps.Clone(j.effects[run])
+		return nil
+	})
+	if c == nil && err == nil {
+		c = map[string]int{}
+	}
+	return c, err
+}
+
+var _ interface {
+	planexec.StepStore
+	planexec.ApprovalStore
+} = (*journal)(nil)

@@ -1,0 +1,473 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+)
+
+// samplePlan is a plan whose arguments would suffer from a float64 detour,
+// from HTML escaping or from a store that keeps only some key orders.
+func samplePlan(id string) planexec.Plan {
+	return planexec.Plan{ID: id, Goal: "get them to New York", Revision: 2, Steps: []planexec.Step{
+		{ID: "s1", Tool: "search_flights", Arguments: json.RawMessage(`{"destination":"JFK","origin":"LHR"}`), Intent: "find flights"},
+		{ID: "s2", Tool: "book_flight", Arguments: json.RawMessage(`{"fare":412.50,"flight":"BA117","note":"<a & b> \u00fcn\u00efcode","seats":9007199254740993}`), DependsOn: []string{"s1"}, Intent: "book the cheapest"},
+		{ID: "s3", Tool: "notify", Arguments: json.RawMessage(`{"nested":{"list":[1,2.0,"x",null,true,{}],"tiny":1e-30}}`), DependsOn: []string{"s1", "s2"}},
+	}}
+}
+
+func sampleRecord(tenant, run string, p planexec.Plan, status planexec.PlanStatus, at time.Time) *planexec.PlanRecord {
+	return &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: tenant, RunID: run, Plan: p, Status: status, Created: at, Updated: at}
+}
+
+// doneStep is a step record with every field set.
+func doneStep(id, planID string, at time.Time) planexec.StepRecord {
+	return planexec.StepRecord{
+		StepID: id, PlanID: planID, Tool: "book_flight", Status: planexec.StepDone,
+		Outcome:  json.RawMessage(`{"pnr":"PNR-BA117","fare":412.50,"seats":[1,2],"big":9007199254740993}`),
+		Replayed: true, Key: "sha256:" + id, ApprovedBy: "dana", Grant: "grant-7",
+		Amount:   decimal.RequireFromString("12345678901234567.89"),
+		Finished: at,
+	}
+}
+
+// doubtStep is a step record with the optional fields left empty.
+func doubtStep(id, planID string, at time.Time) planexec.StepRecord {
+	return planexec.StepRecord{
+		StepID: id, PlanID: planID, Tool: "pay", Status: planexec.StepInDoubt,
+		Key: "sha256:" + id, Error: "planexec: step \"" + id + "\" failed: gateway timeout", Finished: at,
+	}
+}
+
+// diffPlan lists how got differs from want.
+func diffPlan(got, want planexec.Plan) []string {
+	var d []string
+	if got.ID != want.ID || got.Goal != want.Goal || got.Revision != want.Revision {
+		d = append(d, fmt.Sprintf("plan id %q goal %q revision %d, want %q %q %d", got.ID, got.Goal, got.Revision, want.ID, want.Goal, want.Revision))
+	}
+	if len(got.Steps) != len(want.Steps) {
+		return append(d, fmt.Sprintf("%d plan steps, want %d", len(got.Steps), len(want.Steps)))
+	}
+	for i, w := range want.Steps {
+		g := got.Steps[i]
+		if g.ID != w.ID || g.Tool != w.Tool || g.Intent != w.Intent {
+			d = append(d, fmt.Sprintf("plan step %d is %q (tool %q, intent %q), want %q (tool %q, intent %q)", i, g.ID, g.Tool, g.Intent, w.ID, w.Tool, w.Intent))
+		}
+		if !jsonEqual(g.Arguments, w.Arguments) {
+			d = append(d, fmt.Sprintf("plan step %q arguments %s, want the same JSON as %s", w.ID, g.Arguments, w.Arguments))
+		}
+		if !slices.Equal(g.DependsOn, w.DependsOn) {
+			d = append(d, fmt.Sprintf("plan step %q depends on %q, want %q", w.ID, g.DependsOn, w.DependsOn))
+		}
+	}
+	return d
+}
+
+// diffStep lists how got differs from want, field by field.
+func diffStep(got, want planexec.StepRecord) []string {
+	var d []string
+	field := func(name string, g, w any) {
+		if g != w {
+			d = append(d, fmt.Sprintf("%s = %#v, want %#v", name, g, w))
+		}
+	}
+	field("StepID", got.StepID, want.StepID)
+	field("PlanID", got.PlanID, want.PlanID)
+	field("Tool", got.Tool, want.Tool)
+	field("Status", got.Status, want.Status)
+	field("Replayed", got.Replayed, want.Replayed)
+	field("Key", got.Key, want.Key)
+	field("ApprovedBy", got.ApprovedBy, want.ApprovedBy)
+	field("Grant", got.Grant, want.Grant)
+	field("Error", got.Error, want.Error)
+	if len(want.Outcome) == 0 {
+		if len(got.Outcome) != 0 {
+			d = append(d, fmt.Sprintf("Outcome = %s, want none", got.Outcome))
+		}
+	} else if !jsonEqual(got.Outcome, want.Outcome) {
+		d = append(d, fmt.Sprintf("Outcome = %s, want the same JSON as %s", got.Outcome, want.Outcome))
+	}
+	if !got.Amount.Equal(want.Amount) {
+		d = append(d, fmt.Sprintf("Amount = %s, want exactly %s", got.Amount, want.Amount))
+	}
+	if !sameInstant(got.Finished, want.Finished) {
+		d = append(d, fmt.Sprintf("Finished = %v, want %v to the millisecond", got.Finished, want.Finished))
+	}
+	return d
+}
+
+func runPlanStore(t *testing.T, open Open) {
+	t.Run("SavePlan then LoadPlan gives back the plan, its status and its version", func(t *testing.T) {
+		k := setup(t, open)
+		want := samplePlan("plan-1")
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", want, planexec.PlanAwaitingApproval, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if got.Tenant != "acme" || got.RunID != "run-1" {
+			t.Errorf("record of tenant %q run %q, want acme run-1", got.Tenant, got.RunID)
+		}
+		if got.Status != planexec.PlanAwaitingApproval || got.Version != planexec.PlanRecordVersion {
+			t.Errorf("status %q version %d, want %q version %d", got.Status, got.Version, planexec.PlanAwaitingApproval, planexec.PlanRecordVersion)
+		}
+		for _, d := range diffPlan(got.Plan, want) {
+			t.Error(d)
+		}
+		if len(got.Steps) != 0 {
+			t.Errorf("a plan with no step written has steps %v", got.Steps)
+		}
+	})
+
+	t.Run("SaveStep records come back in Steps by step id with every field", func(t *testing.T) {
+		k := setup(t, open)
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		k.clk.Advance(1500 * time.Millisecond)
+		want := map[string]planexec.StepRecord{
+			"s1": doneStep("s1", "plan-1", k.clk.Now()),
+			"s2": doubtStep("s2", "plan-1", k.clk.Now().Add(time.Second)),
+		}
+		for _, id := range []string{"s1", "s2"} {
+			if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", want[id]); err != nil {
+				t.Fatalf("SaveStep %s: %v", id, err)
+			}
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if len(got.Steps) != len(want) {
+			t.Errorf("%d steps on record, want %d: %v", len(got.Steps), len(want), got.Steps)
+		}
+		for id, w := range want {
+			g, ok := got.Steps[id]
+			if !ok {
+				t.Errorf("step %s is not on record", id)
+				continue
+			}
+			for _, d := range diffStep(g, w) {
+				t.Errorf("step %s: %s", id, d)
+			}
+		}
+	})
+
+	t.Run("SaveStep again for a step replaces its record", func(t *testing.T) {
+		// Executor.Resolve settles a step in doubt this way.
+		k := setup(t, open)
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanFailed, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doubtStep("s2", "plan-1", k.clk.Now())); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		k.clk.Advance(time.Minute)
+		settled := doneStep("s2", "plan-1", k.clk.Now())
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", settled); err != nil {
+			t.Fatalf("SaveStep again: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if len(got.Steps) != 1 {
+			t.Errorf("%d step records, want the one step once: %v", len(got.Steps), got.Steps)
+		}
+		for _, d := range diffStep(got.Steps["s2"], settled) {
+			t.Errorf("step s2: %s", d)
+		}
+	})
+
+	t.Run("SaveStep before SavePlan is ErrNoRecord", func(t *testing.T) {
+		k := setup(t, open)
+		err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now()))
+		if !errors.Is(err, planexec.ErrNoRecord) {
+			t.Fatalf("SaveStep into a run never saved: want ErrNoRecord, got %v", err)
+		}
+		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("LoadPlan after the refused SaveStep: want ErrNoRecord, got %+v, %v", rec, err)
+		}
+	})
+
+	t.Run("SavePlan ignores the steps a record carries", func(t *testing.T) {
+		k := setup(t, open)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())
+		rec.Steps = map[string]planexec.StepRecord{"s1": doneStep("s1", "plan-1", k.clk.Now())}
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if len(got.Steps) != 0 {
+			t.Errorf("steps %v came from SavePlan; only SaveStep writes steps", got.Steps)
+		}
+	})
+
+	t.Run("Saving the same plan again keeps its steps and takes the new status", func(t *testing.T) {
+		k := setup(t, open)
+		p := samplePlan("plan-1")
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		s1 := doneStep("s1", "plan-1", k.clk.Now())
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", s1); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		k.clk.Advance(time.Second)
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, planexec.PlanCompleted, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan again: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if got.Status != planexec.PlanCompleted {
+			t.Errorf("status %q, want the status saved last, completed", got.Status)
+		}
+		g, ok := got.Steps["s1"]
+		if !ok || len(got.Steps) != 1 {
+			t.Fatalf("steps after saving the same plan again = %v, want s1 kept", got.Steps)
+		}
+		for _, d := range diffStep(g, s1) {
+			t.Errorf("step s1: %s", d)
+		}
+	})
+
+	t.Run("Saving another plan under the run drops the old plan's steps", func(t *testing.T) {
+		k := setup(t, open)
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		next := samplePlan("plan-2")
+		next.Revision = 3
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", next, planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan of the new plan: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if got.Plan.ID != "plan-2" || got.Plan.Revision != 3 {
+			t.Errorf("plan %q revision %d on record, want plan-2 revision 3", got.Plan.ID, got.Plan.Revision)
+		}
+		if len(got.Steps) != 0 {
+			t.Errorf("the old plan's steps survived a new plan: %v", got.Steps)
+		}
+	})
+
+	t.Run("Forget removes the plan and its steps", func(t *testing.T) {
+		k := setup(t, open)
+		p := samplePlan("plan-1")
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		if err := k.Plans.Forget(k.ctx, "acme", "run-1"); err != nil {
+			t.Fatalf("Forget: %v", err)
+		}
+		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("LoadPlan after Forget: want ErrNoRecord, got %+v, %v", rec, err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s2", "plan-1", k.clk.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("SaveStep after Forget: want ErrNoRecord, got %v", err)
+		}
+		// The same plan saved again starts with no steps: none outlived Forget.
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan after Forget: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if len(got.Steps) != 0 {
+			t.Errorf("steps outlived Forget: %v", got.Steps)
+		}
+	})
+
+	t.Run("Forgetting a run with no record is not an error", func(t *testing.T) {
+		k := setup(t, open)
+		if err := k.Plans.Forget(k.ctx, "acme", "never-saved"); err != nil {
+			t.Errorf("Forget of a run never saved: %v", err)
+		}
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		for range 2 {
+			if err := k.Plans.Forget(k.ctx, "acme", "run-1"); err != nil {
+				t.Errorf("Forget: %v", err)
+			}
+		}
+	})
+
+	t.Run("LoadPlan of a run never saved is ErrNoRecord", func(t *testing.T) {
+		k := setup(t, open)
+		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("LoadPlan: want ErrNoRecord, got %+v, %v", rec, err)
+		}
+	})
+
+	t.Run("Tenants are isolated: one tenant never sees or changes another's run", func(t *testing.T) {
+		k := setup(t, open)
+		acmePlan, globexPlan := samplePlan("plan-acme"), samplePlan("plan-globex")
+		globexPlan.Goal = "get them to Boston"
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", acmePlan, planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan acme: %v", err)
+		}
+		if rec, err := k.Plans.LoadPlan(k.ctx, "globex", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("globex loading acme's run id: want ErrNoRecord, got %+v, %v", rec, err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "globex", "run-1", doneStep("s1", "plan-acme", k.clk.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("globex writing a step into acme's run id: want ErrNoRecord, got %v", err)
+		}
+		if err := k.Plans.Forget(k.ctx, "globex", "run-1"); err != nil {
+			t.Errorf("globex forgetting a run id it does not have: %v", err)
+		}
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("globex", "run-1", globexPlan, planexec.PlanFailed, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan globex: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "globex", "run-1", doubtStep("s2", "plan-globex", k.clk.Now())); err != nil {
+			t.Fatalf("SaveStep globex: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-acme", k.clk.Now())); err != nil {
+			t.Fatalf("SaveStep acme: %v", err)
+		}
+
+		acme, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan acme: %v", err)
+		}
+		if acme.Tenant != "acme" || acme.Plan.ID != "plan-acme" || acme.Status != planexec.PlanRunning {
+			t.Errorf("acme's record = tenant %q plan %q status %q; globex's save changed it", acme.Tenant, acme.Plan.ID, acme.Status)
+		}
+		if _, ok := acme.Steps["s2"]; ok || len(acme.Steps) != 1 {
+			t.Errorf("acme's steps = %v, want only its own s1", acme.Steps)
+		}
+		globex, err := k.Plans.LoadPlan(k.ctx, "globex", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan globex: %v", err)
+		}
+		if globex.Tenant != "globex" || globex.Plan.Goal != "get them to Boston" || globex.Status != planexec.PlanFailed {
+			t.Errorf("globex's record = tenant %q goal %q status %q", globex.Tenant, globex.Plan.Goal, globex.Status)
+		}
+		if _, ok := globex.Steps["s1"]; ok || len(globex.Steps) != 1 {
+			t.Errorf("globex's steps = %v, want only its own s2", globex.Steps)
+		}
+
+		if err := k.Plans.Forget(k.ctx, "globex", "run-1"); err != nil {
+			t.Fatalf("Forget globex: %v", err)
+		}
+		if acme, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || len(acme.Steps) != 1 {
+			t.Errorf("acme's run after globex forgot its own: %+v, %v", acme, err)
+		}
+		if rec, err := k.Plans.LoadPlan(k.ctx, "initech", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("a third tenant loading the run id: want ErrNoRecord, got %+v, %v", rec, err)
+		}
+	})
+
+	t.Run("A record is a copy: changing what was saved or loaded changes nothing stored", func(t *testing.T) {
+		k := setup(t, open)
+		want := samplePlan("plan-1")
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		step := doneStep("s1", "plan-1", k.clk.Now())
+		wantStep := doneStep("s1", "plan-1", k.clk.Now())
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", step); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		// The caller reuses its buffers.
+		rec.Plan.Goal = "changed"
+		copy(rec.Plan.Steps[0].Arguments, `{"XXXXXXXXXXX":`)
+		rec.Plan.Steps[1].DependsOn[0] = "changed"
+		copy(step.Outcome, `{"XXX":`)
+
+		loaded, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		// The reader scribbles on what it loaded.
+		loaded.Status = planexec.PlanFailed
+		loaded.Plan.Goal = "changed"
+		loaded.Plan.Steps[0].ID = "changed"
+		copy(loaded.Plan.Steps[0].Arguments, `{"XXXXXXXXXXX":`)
+		loaded.Plan.Steps[1].DependsOn[0] = "changed"
+		s1 := loaded.Steps["s1"]
+		copy(s1.Outcome, `{"XXX":`)
+		loaded.Steps["s9"] = doneStep("s9", "plan-1", k.clk.Now())
+		delete(loaded.Steps, "s1")
+
+		again, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan again: %v", err)
+		}
+		if again.Status != planexec.PlanRunning {
+			t.Errorf("status %q, want running", again.Status)
+		}
+		for _, d := range diffPlan(again.Plan, want) {
+			t.Error(d)
+		}
+		if len(again.Steps) != 1 {
+			t.Errorf("steps on record = %v, want s1 only", again.Steps)
+		}
+		for _, d := range diffStep(again.Steps["s1"], wantStep) {
+			t.Errorf("step s1: %s", d)
+		}
+	})
+
+	t.Run("A run takes a thousand steps: the thousandth is written like the first", func(t *testing.T) {
+		k := setup(t, open)
+		const n = 1000
+		p := planexec.Plan{ID: "plan-long", Goal: "a long run", Revision: 1, Steps: make([]planexec.Step, n)}
+		for i := range n {
+			p.Steps[i] = planexec.Step{ID: fmt.Sprintf("s%04d", i+1), Tool: "notify", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i+1))}
+		}
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-long", p, planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		for i := range n {
+			st := planexec.StepRecord{StepID: p.Steps[i].ID, PlanID: p.ID, Tool: "notify", Status: planexec.StepDone,
+				Outcome: json.RawMessage(fmt.Sprintf(`%d`, i+1)), Key: fmt.Sprintf("sha256:%04d", i+1), Finished: k.clk.Now()}
+			if err := k.Plans.SaveStep(k.ctx, "acme", "run-long", st); err != nil {
+				t.Fatalf("SaveStep %d of %d: %v", i+1, n, err)
+			}
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-long")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if len(got.Plan.Steps) != n || len(got.Steps) != n {
+			t.Fatalf("%d plan steps and %d step records, want %d of each", len(got.Plan.Steps), len(got.Steps), n)
+		}
+		missing := 0
+		for i := range n {
+			id := fmt.Sprintf("s%04d", i+1)
+			st, ok := got.Steps[id]
+			if !ok || st.Status != planexec.StepDone || !jsonEqual(st.Outcome, fmt.Appendf(nil, "%d", i+1)) {
+				if missing++; missing <= 5 {
+					t.Errorf("step %s = %+v (on record %v), want done with outcome %d", id, st, ok, i+1)
+				}
+			}
+		}
+		if missing > 5 {
+			t.Errorf("and %d more steps wrong", missing-5)
+		}
+	})
+}

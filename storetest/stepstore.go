@@ -1,0 +1,129 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/planexec/planexec"
+)
+
+func runStepStore(t *testing.T, open Open) {
+	if _, ok := stepStoreOf(setup(t, open).Stores); !ok {
+		t.Skip("Plans is not a StepStore that is also Idempotency: the executor writes claims and steps apart")
+	}
+	// setupSteps opens stores and saves a plan for run-1 of acme.
+	setupSteps := func(t *testing.T) (kit, planexec.StepStore) {
+		t.Helper()
+		k := setup(t, open)
+		ss, ok := stepStoreOf(k.Stores)
+		if !ok {
+			t.Fatalf("Open returned a StepStore once and not again")
+		}
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		return k, ss
+	}
+	// stepOf returns run-1's record of step id, if any.
+	stepOf := func(t *testing.T, k kit, id string) (planexec.StepRecord, bool) {
+		t.Helper()
+		rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		st, ok := rec.Steps[id]
+		return st, ok
+	}
+
+	t.Run("CompleteStep writes the completion and the step record together", func(t *testing.T) {
+		k, ss := setupSteps(t)
+		c := k.acquire(t, theKey, "worker-a", false)
+		want := doneStep("s2", "plan-1", k.clk.Now())
+		want.Key = theKey.Digest
+		if err := ss.CompleteStep(k.ctx, theKey, c.Epoch, want.Outcome, "run-1", want); err != nil {
+			t.Fatalf("CompleteStep: %v", err)
+		}
+		k.expectCompleted(t, theKey, string(want.Outcome))
+		got, ok := stepOf(t, k, "s2")
+		if !ok {
+			t.Fatalf("CompleteStep completed the key but wrote no step record")
+		}
+		for _, d := range diffStep(got, want) {
+			t.Errorf("step s2: %s", d)
+		}
+	})
+
+	t.Run("ReleaseStep in doubt writes the release and the step record together", func(t *testing.T) {
+		k, ss := setupSteps(t)
+		c := k.acquire(t, theKey, "worker-a", false)
+		want := doubtStep("s2", "plan-1", k.clk.Now())
+		want.Key = theKey.Digest
+		if err := ss.ReleaseStep(k.ctx, theKey, c.Epoch, true, "run-1", want); err != nil {
+			t.Fatalf("ReleaseStep: %v", err)
+		}
+		k.expectInDoubt(t, theKey)
+		got, ok := stepOf(t, k, "s2")
+		if !ok {
+			t.Fatalf("ReleaseStep released the key but wrote no step record")
+		}
+		for _, d := range diffStep(got, want) {
+			t.Errorf("step s2: %s", d)
+		}
+	})
+
+	t.Run("ReleaseStep as not applied frees the key and writes the step record together", func(t *testing.T) {
+		k, ss := setupSteps(t)
+		c := k.acquire(t, theKey, "worker-a", false)
+		want := doubtStep("s2", "plan-1", k.clk.Now())
+		want.Status, want.Key = planexec.StepFailed, theKey.Digest
+		if err := ss.ReleaseStep(k.ctx, theKey, c.Epoch, false, "run-1", want); err != nil {
+			t.Fatalf("ReleaseStep: %v", err)
+		}
+		if again := k.acquire(t, theKey, "worker-b", false); again.Epoch <= c.Epoch {
+			t.Errorf("claim after the release at epoch %d, want above %d", again.Epoch, c.Epoch)
+		}
+		got, ok := stepOf(t, k, "s2")
+		if !ok {
+			t.Fatalf("ReleaseStep freed the key but wrote no step record")
+		}
+		for _, d := range diffStep(got, want) {
+			t.Errorf("step s2: %s", d)
+		}
+	})
+
+	t.Run("CompleteStep and ReleaseStep under a stale epoch are ErrFenced and write neither", func(t *testing.T) {
+		k, ss := setupSteps(t)
+		old := k.acquire(t, theKey, "worker-a", true)
+		k.clk.Advance(lease + time.Second)
+		cur := k.acquire(t, theKey, "worker-b", true)
+		rec := doneStep("s2", "plan-1", k.clk.Now())
+		if err := ss.CompleteStep(k.ctx, theKey, old.Epoch, json.RawMessage(`"from a zombie"`), "run-1", rec); !errors.Is(err, planexec.ErrFenced) {
+			t.Errorf("CompleteStep under the old epoch: want ErrFenced, got %v", err)
+		}
+		for _, inDoubt := range []bool{false, true} {
+			if err := ss.ReleaseStep(k.ctx, theKey, old.Epoch, inDoubt, "run-1", doubtStep("s2", "plan-1", k.clk.Now())); !errors.Is(err, planexec.ErrFenced) {
+				t.Errorf("ReleaseStep (in doubt %v) under the old epoch: want ErrFenced, got %v", inDoubt, err)
+			}
+		}
+		if st, ok := stepOf(t, k, "s2"); ok {
+			t.Errorf("a fenced write left a step record: %+v", st)
+		}
+		k.expectHeld(t, theKey, "worker-b", cur.LeaseExpires)
+	})
+
+	t.Run("CompleteStep into a run with no plan record is ErrNoRecord and writes neither", func(t *testing.T) {
+		k, ss := setupSteps(t)
+		c := k.acquire(t, theKey, "worker-a", false)
+		err := ss.CompleteStep(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR"`), "run-gone", doneStep("s2", "plan-1", k.clk.Now()))
+		if !errors.Is(err, planexec.ErrNoRecord) {
+			t.Errorf("CompleteStep into a run never saved: want ErrNoRecord, got %v", err)
+		}
+		// Both or neither: the key is still the holder's, not completed.
+		k.expectHeld(t, theKey, "worker-a", c.LeaseExpires)
+		if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR"`)); err != nil {
+			t.Errorf("the holder's Complete after the refused CompleteStep: %v", err)
+		}
+	})
+}

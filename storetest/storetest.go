@@ -1,0 +1,166 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+)
+
+// Stores are the stores under test, all over one backing (one database).
+type Stores struct {
+	Plans       planexec.PlanStore
+	Idempotency planexec.IdempotencyStore
+	Approvals   planexec.ApprovalStore
+}
+
+// Open returns stores over a fresh, empty backing private to t, whose leases run on now.
+type Open func(t testing.TB, now func() time.Time) Stores
+
+// Run runs the conformance suite: every behaviour a store must have, as subtests.
+//
+// Each subtest opens its own stores with a clock it moves by hand, so leases
+// run out when the test says and not before. The subtests run one after
+// another.
+func Run(t *testing.T, open Open) {
+	t.Run("PlanStore", func(t *testing.T) { runPlanStore(t, open) })
+	t.Run("IdempotencyStore", func(t *testing.T) { runIdempotencyStore(t, open) })
+	t.Run("ApprovalStore", func(t *testing.T) { runApprovalStore(t, open) })
+	t.Run("StepStore", func(t *testing.T) { runStepStore(t, open) })
+	t.Run("Executor", func(t *testing.T) { runExecutor(t, open) })
+}
+
+// clock is a clock a test moves by hand. It starts with a fraction of a
+// millisecond so that a store keeping less than milliseconds is caught.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock {
+	return &clock{t: time.Date(2030, time.March, 4, 9, 0, 0, 123_456_789, time.UTC)}
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// kit is what one subtest works with: fresh stores and the clock they run on.
+type kit struct {
+	Stores
+	clk *clock
+	ctx context.Context
+}
+
+// setup opens fresh stores for t on a clock of its own.
+func setup(t *testing.T, open Open) kit {
+	t.Helper()
+	clk := newClock()
+	s := open(t, clk.Now)
+	if s.Plans == nil || s.Idempotency == nil || s.Approvals == nil {
+		t.Fatalf("Open returned %+v: the suite needs all three stores", s)
+	}
+	return kit{Stores: s, clk: clk, ctx: t.Context()}
+}
+
+// stepStoreOf returns the stores' StepStore when the executor would use one:
+// Plans is a StepStore and the very value that is Idempotency.
+func stepStoreOf(s Stores) (planexec.StepStore, bool) {
+	ss, ok := s.Plans.(planexec.StepStore)
+	if !ok || s.Idempotency == nil || !reflect.TypeOf(s.Plans).Comparable() || any(s.Plans) != any(s.Idempotency) {
+		return nil, false
+	}
+	return ss, true
+}
+
+// sameInstant reports whether a and b are the same instant to the
+// millisecond. A zero time matches only a zero time: a store must give back
+// "never" as the zero time.
+func sameInstant(a, b time.Time) bool {
+	if a.IsZero() || b.IsZero() {
+		return a.IsZero() == b.IsZero()
+	}
+	d := a.Sub(b)
+	return d > -time.Millisecond && d < time.Millisecond
+}
+
+// jsonEqual reports whether a and b are the same JSON value: objects equal
+// whatever their key order and spacing, numbers equal by exact decimal value
+// (never through float64), strings equal whatever their escaping.
+func jsonEqual(a, b []byte) bool {
+	va, ok := decodeJSON(a)
+	if !ok {
+		return false
+	}
+	vb, ok := decodeJSON(b)
+	if !ok {
+		return false
+	}
+	return sameJSON(va, vb)
+}
+
+func decodeJSON(raw []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if dec.More() {
+		return nil, false
+	}
+	return v, true
+}
+
+func sameJSON(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, va := range a {
+			vb, ok := b[k]
+			if !ok || !sameJSON(va, vb) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !sameJSON(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		b, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		da, err1 := decimal.NewFromString(string(a))
+		db, err2 := decimal.NewFromString(string(b))
+		return err1 == nil && err2 == nil && da.Equal(db)
+	default:
+		return a == b
+	}
+}
