@@ -1,0 +1,53 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/planexec/planexec"
+)
+
+const (
+	decisionSQL     = `SELECT version, decision::text FROM {s}.approvals WHERE tenant = $1 AND record_id = $2`
+	saveDecisionSQL = `INSERT INTO {s}.approvals (tenant, record_id, version, status, decision, decided_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, status = excluded.status,
+	decision = excluded.decision, decided_at = excluded.decided_at`
+)
+
+// Decision implements planexec.ApprovalStore.
+func (s *Store) Decision(ctx context.Context, tenant, recordID string) (planexec.ApprovalDecision, error) {
+	const op = "decision"
+	var (
+		version int
+		doc     string
+	)
+	err := s.scan(ctx, s.q.decision, []any{tenant, recordID}, &version, &doc)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return planexec.ApprovalDecision{}, planexec.ErrNoRecord
+	}
+	if err != nil {
+		return planexec.ApprovalDecision{}, storeErr(op, err)
+	}
+	d, err := decodeDecision(recordID, version, []byte(doc))
+	if err != nil {
+		return planexec.ApprovalDecision{}, storeErr(op, err)
+	}
+	return d, nil
+}
+
+// SaveDecision implements planexec.ApprovalStore, replacing an earlier
+// decision for the same record.
+func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.ApprovalDecision) error {
+	const op = "save decision"
+	doc, err := encode(decisionDoc{Version: planexec.PlanRecordVersion, ApprovalDecision: d})
+	if err != nil {
+		return storeErr(op, err)
+	}
+	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RecordID, planexec.PlanRecordVersion, string(d.Status), doc, d.DecidedAt); err != nil {
+		return storeErr(op, err)
+	}
+	return nil
+}

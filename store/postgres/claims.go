@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/planexec/planexec"
+)
+
+// Claim states as the claims table spells them.
+const (
+	stateAcquired  = "acquired"
+	stateCompleted = "completed"
+	stateInDoubt   = "in_doubt"
+	stateFree      = "free" // given up; the row keeps its epoch so fencing still holds
+)
+
+// claimSQL takes a key: an insert for a new key; an update of the existing
+// row when it is free, or when its lease ran out and the caller may take it
+// over. It returns no row when the key is not the caller's to take; heldSQL
+// then reads it. Parameters: tenant, key, holder, lease (µs), run, step,
+// tool, clock (NULL: the database's), take over.
+const claimSQL = `INSERT INTO {s}.claims AS c (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool)
+VALUES ($1, $2, 'acquired', 1, $3, coalesce($8::timestamptz, now()) + $4::bigint * interval '1 microsecond', $5, $6, $7)
+ON CONFLICT (tenant, key) DO UPDATE
+SET state = 'acquired', epoch = c.epoch + 1, holder = excluded.holder, lease_expires = excluded.lease_expires,
+	outcome = NULL, run_id = excluded.run_id, step_id = excluded.step_id, tool = excluded.tool, updated = now()
+WHERE c.state = 'free' OR (c.state = 'acquired' AND c.lease_expires <= coalesce($8::timestamptz, now()) AND $9::boolean)
+RETURNING c.epoch, c.lease_expires`
+
+// heldSQL reads a key the caller could not take, with the time its lease is
+// judged by. Parameters: tenant, key, clock.
+const heldSQL = `SELECT state, epoch, holder, lease_expires, outcome, coalesce($3::timestamptz, now())
+FROM {s}.claims WHERE tenant = $1 AND key = $2`
+
+// The fenced writes change a claim only while the caller's epoch holds it.
+// Their parameters are the tenant, the key and the epoch, then their own
+// from $4. The SET clauses serve CompleteStep and ReleaseStep too.
+const (
+	completeSet = `state = 'completed', outcome = $4, updated = now()`
+	releaseSet  = `state = CASE WHEN $4::boolean THEN 'in_doubt' ELSE 'free' END, updated = now()`
+	extendSet   = `lease_expires = coalesce($5::timestamptz, now()) + $4::bigint * interval '1 microsecond', updated = now()`
+)
+
+func fencedSQL(set string) string {
+	return `UPDATE {s}.claims SET ` + set + ` WHERE tenant = $1 AND key = $2 AND epoch = $3 AND state = 'acquired'`
+}
+
+// resolveSQL settles a key unless a live holder has it, moving its epoch on.
+// Parameters: tenant, key, applied, outcome, clock.
+const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
+	state = CASE WHEN $3::boolean THEN 'completed' ELSE 'free' END,
+	outcome = CASE WHEN $3::boolean THEN $4::bytea END, updated = now()
+WHERE tenant = $1 AND key = $2 AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
+
+// claimExistsSQL tells, after a write that did not apply, a key nobody
+// claimed from one claimed by someone else.
+const claimExistsSQL = `SELECT EXISTS (SELECT 1 FROM {s}.claims WHERE tenant = $1 AND key = $2)`
+
+// claimAttempts bounds how often Claim tries again when the key changes
+// between its two statements.
+const claimAttempts = 8
+
+// Claim implements planexec.IdempotencyStore. Acquiring a key takes one
+// round trip; finding it taken, two.
+func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+	const op = "claim"
+	k := req.Key
+	now := s.now()
+	for range claimAttempts {
+		var (
+			epoch         int64
+			expires, at   pgtype.Timestamptz
+			state, holder string
+			outcome       []byte
+		)
+		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver},
+			&epoch, &expires)
+		if err == nil {
+			return planexec.Claim{State: planexec.ClaimAcquired, Epoch: epoch, Holder: req.Holder, LeaseExpires: expires.Time}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return planexec.Claim{}, storeErr(op, err)
+		}
+		err = s.scan(ctx, s.q.held, []any{k.Tenant, k.Digest, now}, &state, &epoch, &holder, &expires, &outcome, &at)
+		if err != nil {
+			// Claims are never deleted, so the row the insert met is there.
+			return planexec.Claim{}, storeErr(op, err)
+		}
+		switch state {
+		case stateCompleted:
+			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: epoch, Outcome: raw(outcome)}, nil
+		case stateInDoubt:
+			return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: epoch, Holder: holder}, nil
+		case stateAcquired:
+			if at.Time.Before(expires.Time) {
+				return planexec.Claim{State: planexec.ClaimHeld, Epoch: epoch, Holder: holder, LeaseExpires: expires.Time}, nil
+			}
+			if !req.TakeOver {
+				return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: epoch, Holder: holder, LeaseExpires: expires.Time}, nil
+			}
+		}
+		// Free, or a lease that ran out for a caller who may take it over:
+		// the key changed between the two statements. Try again.
+	}
+	return planexec.Claim{}, storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", k.Digest, claimAttempts))
+}
+
+// Extend implements planexec.IdempotencyStore.
+func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+	return s.fencedWrite(ctx, "extend", s.q.extend, key, epoch, micros(lease), s.now())
+}
+
+// Complete implements planexec.IdempotencyStore.
+func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, []byte(outcome))
+}
+
+// Release implements planexec.IdempotencyStore.
+func (s *Store) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+	return s.fencedWrite(ctx, "release", s.q.release, key, epoch, inDoubt)
+}
+
+// fencedWrite runs a fenced write. When it does not apply, it says why:
+// ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
+// holds the key (epochs only go up, so it never will again).
+func (s *Store) fencedWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, args ...any) error {
+	tag, err := s.exec(ctx, sql, append([]any{key.Tenant, key.Digest, epoch}, args...)...)
+	switch {
+	case err != nil:
+		return storeErr(op, err)
+	case tag.RowsAffected() == 1:
+		return nil
+	}
+	if exists, err := s.claimExists(ctx, key); err != nil {
+		return storeErr(op, err)
+	} else if exists {
+		return planexec.ErrFenced
+	}
+	return planexec.ErrNoRecord
+}
+
+// Resolve implements planexec.IdempotencyStore.
+func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolution) error {
+	const op = "resolve"
+	var outcome []byte
+	if r.Applied {
+		outcome = r.Outcome
+	}
+	tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, s.now())
+	switch {
+	case err != nil:
+		return storeErr(op, err)
+	case tag.RowsAffected() == 1:
+		return nil
+	}
+	if exists, err := s.claimExists(ctx, key); err != nil {
+		return storeErr(op, err)
+	} else if exists {
+		return planexec.ErrClaimHeld
+	}
+	return planexec.ErrNoRecord
+}
+
+func (s *Store) claimExists(ctx context.Context, key planexec.Key) (bool, error) {
+	var exists bool
+	err := s.scan(ctx, s.q.claimExists, []any{key.Tenant, key.Digest}, &exists)
+	return exists, err
+}
+
+// raw returns an outcome as the memory store would: nil when empty.
+func raw(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,104 @@
+// Package postgres is the shared durable store of planexec: plans, step
+// results, idempotency claims and approval decisions in PostgreSQL, for
+// several replicas of a service running and resuming the same runs. It uses
+// pgx v5.
+//
+// # Wiring it in
+//
+// Open a store (or wrap a pool you already have with [New]) and give the one
+// *Store to the executor as its plan store and its idempotency store:
+//
+//	store, err := postgres.Open(ctx, "postgres://app@db:5432/app")
+//	if err != nil {
+//		return err
+//	}
+//	defer store.Close()
+//	ex, err := planexec.NewExecutor(planexec.Config{
+//		Tools: tools, Contracts: contracts, Agent: agent, Gate: gate,
+//		Delegation:  planexec.Delegation{RunID: runID, Tenant: tenant},
+//		Plans:       store,
+//		Idempotency: store,
+//	})
+//
+// Because one value is both, it is a [planexec.StepStore]: the executor
+// writes a step's completion and its record in one statement, so there is
+// never one without the other. It is a [planexec.ApprovalStore] too, so the
+// executor keeps decisions in the same database and a resume on any replica
+// never asks a person twice.
+//
+// After a replica dies, any other calls Executor.Resume for the run: steps
+// on record are replayed, a step whose claim is still leased to the dead
+// replica waits for the lease to run out and is then taken over if it is
+// reversible, and an irreversible step that was in flight stays in doubt
+// until Executor.Resolve says what happened.
+//
+// # The schema
+//
+// The store keeps its tables in one schema ("planexec"; [WithSchema] names
+// another) and creates and migrates it itself when it is opened. Migration
+// runs in one transaction under an advisory lock, so replicas starting at
+// once migrate once; the version reached is in the schema_version table. A
+// schema migrated by a newer version of this package is refused.
+//
+//   - plans: one row per run (tenant, run_id), with the plan id, status and
+//     record layout version as columns and the record as JSON.
+//   - steps: one row per step (tenant, run_id, step_id), its record as JSON.
+//     A step costs one row whatever the plan's length. Saving a run under a
+//     new plan id drops the old plan's rows in the same transaction.
+//   - claims: one row per idempotency key (tenant, key): state, epoch,
+//     holder, lease_expires, outcome, and the run, step and tool that
+//     claimed it. Rows are never deleted, not even by Forget: a claim is
+//     what keeps an effect from happening twice.
+//   - approvals: one row per decision (tenant, record_id).
+//
+// Every statement is scoped by tenant: one tenant never reads, writes or
+// forgets another's records.
+//
+// Records are JSON, never gob, and each carries the version of its layout
+// (planexec.PlanRecordVersion). A record written by a newer version is
+// refused with a [*planexec.StoreError] wrapping [planexec.ErrNewerRecord]
+// rather than misread; one that cannot be decoded wraps
+// [planexec.ErrCorruptRecord]. Columns are of type json, not jsonb, so step
+// arguments and outcomes come back as they were written (jsonb would reorder
+// their keys) and strings holding \u0000 are stored.
+//
+// # Claims, leases and fencing
+//
+// A claim is taken by one INSERT … ON CONFLICT statement: the key is new, or
+// free, or its lease ran out and the step is reversible. An in-flight claim
+// has a holder, a lease and an epoch. Every acquisition and every resolution
+// raises the epoch, and it never goes back. Every write a holder makes
+// (Extend, Complete, Release, CompleteStep, ReleaseStep) is an UPDATE that
+// matches the holder's epoch, so a holder whose claim was taken over changes
+// nothing and gets [planexec.ErrFenced]. A key left in doubt stays in doubt,
+// whatever its lease, until Resolve; Resolve refuses a live holder with
+// [planexec.ErrClaimHeld].
+//
+// Leases are measured by the database's clock, so replicas need not agree
+// on the time. [WithClock] measures them by a clock of your own instead;
+// every store sharing a schema should then use clocks that agree.
+//
+// # Cost
+//
+// An executed step costs two round trips, each one statement and one
+// commit: the claim, then the completion with the step's record. Finding a
+// key taken (a replay, a holder in flight) costs a second read. Saving a
+// plan, done when a run starts and ends, is one transaction of two
+// statements; loading one is one statement, the plan and its steps read in
+// one snapshot.
+//
+// # Errors
+//
+// A database that cannot be reached, a dropped connection or a failed
+// statement is a [*planexec.StoreError] with Store "postgres" and the
+// operation in Op; nothing is recorded as done that was not. Answers are the
+// planexec sentinels, as the memory stores give them: [planexec.ErrNoRecord],
+// [planexec.ErrFenced], [planexec.ErrClaimHeld].
+//
+// # Testing
+//
+// The tests need a database: set PLANEXEC_POSTGRES_URL (for example
+// postgres://postgres@127.0.0.1:5432/test?sslmode=disable). Each test works
+// in a schema of its own and drops it. Without the variable they skip, except
+// with CI=true, where they fail.
+package postgres

@@ -1,0 +1,126 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/planexec/planexec"
+)
+
+// migrations[v] takes the schema from version v-1 to v. Each is applied once,
+// in order, and recorded in schema_version; a released migration is never
+// edited, only followed by a new one. {s} is the quoted schema name.
+var migrations = [...][]string{
+	1: {
+		// A plan as stored: the record (without its steps) as versioned JSON,
+		// and the columns an operator would query by.
+		`CREATE TABLE {s}.plans (
+			tenant  text        NOT NULL,
+			run_id  text        NOT NULL,
+			plan_id text        NOT NULL,
+			version integer     NOT NULL,
+			status  text        NOT NULL,
+			record  json        NOT NULL,
+			created timestamptz NOT NULL,
+			updated timestamptz NOT NULL,
+			PRIMARY KEY (tenant, run_id)
+		)`,
+		// One row per step, so a step's write costs the same whatever the
+		// plan's length. A step is written only while its run has a plan
+		// row; the check is in the statements, not a foreign key, whose row
+		// lock on the plan would cost each step a second write.
+		`CREATE TABLE {s}.steps (
+			tenant  text NOT NULL,
+			run_id  text NOT NULL,
+			step_id text NOT NULL,
+			plan_id text NOT NULL,
+			record  json NOT NULL,
+			PRIMARY KEY (tenant, run_id, step_id)
+		)`,
+		// One row per idempotency key, never deleted: a freed key keeps its
+		// epoch, so fencing holds across every later acquisition.
+		`CREATE TABLE {s}.claims (
+			tenant        text        NOT NULL,
+			key           text        NOT NULL,
+			state         text        NOT NULL CHECK (state IN ('acquired', 'completed', 'in_doubt', 'free')),
+			epoch         bigint      NOT NULL CHECK (epoch > 0),
+			holder        text        NOT NULL,
+			lease_expires timestamptz NOT NULL,
+			outcome       bytea,
+			run_id        text        NOT NULL,
+			step_id       text        NOT NULL,
+			tool          text        NOT NULL,
+			updated       timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (tenant, key)
+		)`,
+		`CREATE TABLE {s}.approvals (
+			tenant     text        NOT NULL,
+			record_id  text        NOT NULL,
+			version    integer     NOT NULL,
+			status     text        NOT NULL,
+			decision   json        NOT NULL,
+			decided_at timestamptz NOT NULL,
+			PRIMARY KEY (tenant, record_id)
+		)`,
+	},
+}
+
+// SchemaVersion is the version of the tables this package reads and writes.
+// A schema that a newer version migrated further is refused.
+const SchemaVersion = len(migrations) - 1
+
+// migrate creates the schema or brings it to SchemaVersion, in one
+// transaction under an advisory lock keyed by the schema's name: replicas
+// that start together wait for each other, and the later ones find the work
+// done.
+func (s *Store) migrate(ctx context.Context, schema string) error {
+	ident := pgx.Identifier{schema}.Sanitize()
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('planexec schema ' || $1, 0))`, schema); err != nil {
+			return err
+		}
+		// Checked before creating, so a role without the CREATE privilege can
+		// use a schema someone else made.
+		var haveSchema, haveVersions bool
+		err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
+			ident, ident+".schema_version").Scan(&haveSchema, &haveVersions)
+		if err != nil {
+			return err
+		}
+		if !haveSchema {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+				return err
+			}
+		}
+		if !haveVersions {
+			if _, err := tx.Exec(ctx, "CREATE TABLE "+ident+".schema_version (version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())"); err != nil {
+				return err
+			}
+		}
+		var current int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+ident+".schema_version").Scan(&current); err != nil {
+			return err
+		}
+		if current > SchemaVersion {
+			return fmt.Errorf("schema %s is at version %d and this package knows %d: %w", ident, current, SchemaVersion, planexec.ErrNewerRecord)
+		}
+		for v := current + 1; v <= SchemaVersion; v++ {
+			for _, stmt := range migrations[v] {
+				if _, err := tx.Exec(ctx, strings.ReplaceAll(stmt, "{s}", ident)); err != nil {
+					return fmt.Errorf("migrating to version %d: %w", v, err)
+				}
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO "+ident+".schema_version (version) VALUES ($1)", v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return storeErr("migrate", err)
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/planexec/planexec"
+)
+
+// DefaultSchema is the schema a Store keeps its tables in unless WithSchema
+// names another.
+const DefaultSchema = "planexec"
+
+// Store keeps plans, step results, idempotency claims and approval decisions
+// in PostgreSQL. It implements [planexec.PlanStore], [planexec.StepStore],
+// [planexec.IdempotencyStore] and [planexec.ApprovalStore]. It is safe for
+// concurrent use, and any number of Stores, in one process or many, may share
+// a schema.
+type Store struct {
+	pool     *pgxpool.Pool
+	maxConns int
+	owned    bool // Close closes the pool
+	clock    func() time.Time
+	q        queries
+}
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	schema string
+	clock  func() time.Time
+}
+
+// WithSchema names the schema holding the store's tables (default
+// "planexec"). The schema is created if it does not exist. Stores that share
+// a schema share their records; stores in different schemas share nothing.
+func WithSchema(name string) Option { return func(o *options) { o.schema = name } }
+
+// WithClock measures leases against now instead of the database's clock
+// (default: the database's clock, so replicas need no clock agreement of
+// their own). Every Store sharing a schema should use clocks that agree: a
+// lease written against one clock is read against another. Tests use it to
+// move time on.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// Open connects to the database at dsn (a URL or a keyword/value string, as
+// pgx takes), creates or migrates the schema, and returns a Store that owns
+// its connection pool: Close closes it.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, storeErr("connect", err)
+	}
+	s, err := New(ctx, pool, opts...)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.owned = true
+	return s, nil
+}
+
+// New returns a Store on pool, creating or migrating its schema first. The
+// pool stays the caller's: Close leaves it open.
+//
+// Migration runs under a transaction-scoped advisory lock, so replicas that
+// start at once migrate the schema once. A schema migrated by a newer version
+// of this package is refused with a *planexec.StoreError wrapping
+// planexec.ErrNewerRecord.
+func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
+	if pool == nil {
+		return nil, &planexec.ConfigurationError{Problem: "postgres store: a nil connection pool"}
+	}
+	o := options{schema: DefaultSchema}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := checkSchemaName(o.schema); err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, maxConns: int(pool.Config().MaxConns), clock: o.clock, q: buildQueries(pgx.Identifier{o.schema}.Sanitize())}
+	if err := s.migrate(ctx, o.schema); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the connection pool if Open made it. A Store made by New
+// leaves its pool open.
+func (s *Store) Close() {
+	if s.owned {
+		s.pool.Close()
+	}
+}
+
+func checkSchemaName(name string) error {
+	switch {
+	case name == "":
+		return &planexec.ConfigurationError{Problem: "postgres store: an empty schema name"}
+	case len(name) > 63:
+		// PostgreSQL would silently cut it, and two long names could meet.
+		return &planexec.ConfigurationError{Problem: fmt.Sprintf("postgres store: schema name %.20q… is longer than 63 bytes", name)}
+	case strings.ContainsRune(name, 0):
+		return &planexec.ConfigurationError{Problem: "postgres store: a schema name with a NUL byte"}
+	}
+	return nil
+}
+
+// now is the clock parameter of lease arithmetic: nil makes the query use
+// the database's clock.
+func (s *Store) now() any {
+	if s.clock == nil {
+		return nil
+	}
+	return s.clock()
+}
+
+// again reports whether attempt (from 1) failed in a way that may be tried
+// again: before anything reached the server, on a pooled connection that
+// died while idle, as each does when the server restarts. The pool drops
+// the connection, so the attempts are bounded by its size.
+func (s *Store) again(ctx context.Context, attempt int, err error) bool {
+	return err != nil && attempt <= s.maxConns && pgconn.SafeToRetry(err) && ctx.Err() == nil
+}
+
+func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	for attempt := 1; ; attempt++ {
+		tag, err := s.pool.Exec(ctx, sql, args...)
+		if !s.again(ctx, attempt, err) {
+			return tag, err
+		}
+	}
+}
+
+// scan runs a statement that returns one row into dest; no row is
+// pgx.ErrNoRows.
+func (s *Store) scan(ctx context.Context, sql string, args []any, dest ...any) error {
+	for attempt := 1; ; attempt++ {
+		err := s.pool.QueryRow(ctx, sql, args...).Scan(dest...)
+		if !s.again(ctx, attempt, err) {
+			return err
+		}
+	}
+}
+
+// inTx runs fn in a transaction, committed if fn returns nil. A transaction
+// that failed before anything reached the server never committed, so it
+// too is tried again.
+func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		if !s.again(ctx, attempt, err) {
+			return err
+		}
+	}
+}
+
+// storeErr wraps a driver or connection error for op.
+func storeErr(op string, err error) error {
+	return &planexec.StoreError{Store: "postgres", Op: op, Err: err}
+}
+
+// micros renders a lease for the database, which counts in microseconds.
+func micros(d time.Duration) int64 { return d.Microseconds() }
+
+// queries holds every statement with the schema filled in.
+type queries struct {
+	claim, held, extend, complete, release, resolve, claimExists string
+	completeStep, releaseStep, whyNot                            string
+	lockPlan, writePlan, saveStep, loadPlan, forget              string
+	decision, saveDecision                                       string
+}
+
+func buildQueries(schema string) queries {
+	in := func(sql string) string { return strings.ReplaceAll(sql, "{s}", schema) }
+	return queries{
+		claim:        in(claimSQL),
+		held:         in(heldSQL),
+		extend:       in(fencedSQL(extendSet)),
+		complete:     in(fencedSQL(completeSet)),
+		release:      in(fencedSQL(releaseSet)),
+		resolve:      in(resolveSQL),
+		claimExists:  in(claimExistsSQL),
+		completeStep: in(jointSQL(completeSet)),
+		releaseStep:  in(jointSQL(releaseSet)),
+		whyNot:       in(whyNotSQL),
+		lockPlan:     in(lockPlanSQL),
+		writePlan:    in(writePlanSQL),
+		saveStep:     in(saveStepSQL),
+		loadPlan:     in(loadPlanSQL),
+		forget:       in(forgetSQL),
+		decision:     in(decisionSQL),
+		saveDecision: in(saveDecisionSQL),
+	}
+}

@@ -1,0 +1,368 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/postgres"
+)
+
+var _ interface {
+	planexec.StepStore
+	planexec.ApprovalStore
+} = (*postgres.Store)(nil)
+
+func plan(id string, steps ...string) planexec.Plan {
+	p := planexec.Plan{ID: id, Goal: "test", Revision: 1}
+	for _, s := range steps {
+		p.Steps = append(p.Steps, planexec.Step{ID: s, Tool: "tool", Arguments: json.RawMessage(`{"n":"` + s + `","amount":412.50}`)})
+	}
+	return p
+}
+
+func record(tenant, run string, p planexec.Plan, created time.Time) *planexec.PlanRecord {
+	return &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: tenant, RunID: run, Plan: p,
+		Status: planexec.PlanRunning, Created: created, Updated: created}
+}
+
+func done(id, planID string, at time.Time) planexec.StepRecord {
+	return planexec.StepRecord{StepID: id, PlanID: planID, Tool: "tool", Status: planexec.StepDone,
+		Outcome: json.RawMessage(`{"ok":true}`), Key: "key-" + id, Finished: at}
+}
+
+// sqlExec runs a statement in the store's schema, to do what the store never
+// would.
+func sqlExec(t *testing.T, schema, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := sharedPool(t).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAPlanAndItsStepsComeBackAsTheyWereWritten(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1", "s2"), created)); err != nil {
+		t.Fatal(err)
+	}
+	finished := created.Add(time.Minute + 7)
+	first := done("s1", "p1", finished)
+	first.Outcome = json.RawMessage(`{"zeta":1,"alpha":"a \u0000 b"}`) // key order and a NUL kept, as jsonb would not
+	if err := s.SaveStep(ctx, "acme", "run-1", first); err != nil {
+		t.Fatal(err)
+	}
+	// The same plan again (a status change) keeps its creation time and steps.
+	again := record("acme", "run-1", plan("p1", "s1", "s2"), created.Add(time.Hour))
+	again.Status = planexec.PlanCompleted
+	if err := s.SavePlan(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Created.Equal(created) || rec.Status != planexec.PlanCompleted || rec.Plan.ID != "p1" || len(rec.Plan.Steps) != 2 {
+		t.Fatalf("record = %+v", rec)
+	}
+	if got := string(rec.Plan.Steps[0].Arguments); got != `{"n":"s1","amount":412.50}` {
+		t.Errorf("arguments came back as %s", got)
+	}
+	st, ok := rec.Steps["s1"]
+	if !ok || len(rec.Steps) != 1 || st.Status != planexec.StepDone || string(st.Outcome) != string(first.Outcome) || !st.Finished.Equal(finished) {
+		t.Fatalf("steps = %+v", rec.Steps)
+	}
+	if !rec.Updated.Equal(created.Add(time.Hour)) {
+		t.Errorf("updated = %v, want the later of the plan's and its steps' times", rec.Updated)
+	}
+
+	// A new plan for the run drops the old plan's steps.
+	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p2", "s1"), created)); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err = s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(rec.Steps) != 0 || rec.Plan.ID != "p2" {
+		t.Fatalf("after a new plan: %+v, %v", rec, err)
+	}
+
+	if err := s.Forget(ctx, "acme", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("after Forget: %v, want ErrNoRecord", err)
+	}
+	if err := s.Forget(ctx, "acme", "run-1"); err != nil {
+		t.Errorf("forgetting twice: %v", err)
+	}
+}
+
+func TestAStepOfARunWithNoPlanIsWrittenNowhere(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if err := s.SaveStep(ctx, "acme", "nobody", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("SaveStep: %v, want ErrNoRecord", err)
+	}
+	key := planexec.Key{Tenant: "acme", Digest: "k"}
+	c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	if err != nil || c.State != planexec.ClaimAcquired {
+		t.Fatalf("Claim: %+v, %v", c, err)
+	}
+	// Both or neither: the claim is not completed when its record cannot
+	// be written.
+	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`1`), "nobody", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("CompleteStep: %v, want ErrNoRecord", err)
+	}
+	if err := s.ReleaseStep(ctx, key, c.Epoch, true, "nobody", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("ReleaseStep: %v, want ErrNoRecord", err)
+	}
+	if c2, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "other", Lease: time.Minute}); err != nil || c2.State != planexec.ClaimHeld {
+		t.Fatalf("the claim moved although its step was not written: %+v, %v", c2, err)
+	}
+}
+
+func TestARunSavedAnewStartsWithoutStepsLeftBehind(t *testing.T) {
+	t.Parallel()
+	s, schema := newStore(t)
+	ctx := context.Background()
+	// A step that finished while its run was being forgotten leaves a row
+	// with no plan.
+	doc, _ := json.Marshal(map[string]any{"version": 1, "step_id": "s1", "plan_id": "p1", "status": "done"})
+	sqlExec(t, schema, `INSERT INTO steps (tenant, run_id, step_id, plan_id, record) VALUES ('acme', 'run-1', 's1', 'p1', $1)`, string(doc))
+	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1"), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(rec.Steps) != 0 {
+		t.Fatalf("a new run came back with steps: %+v, %v", rec, err)
+	}
+}
+
+func TestOneTenantNeverSeesAnothersRecords(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1"), time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStep(ctx, "acme", "run-1", done("s1", "p1", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {
+		t.Fatal(err)
+	}
+	key := planexec.Key{Tenant: "acme", Digest: "k"}
+	if _, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "acme", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := s.LoadPlan(ctx, "globex", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("LoadPlan of another tenant's run: %v, want ErrNoRecord", err)
+	}
+	if err := s.SaveStep(ctx, "globex", "run-1", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("SaveStep into another tenant's run: %v, want ErrNoRecord", err)
+	}
+	if _, err := s.Decision(ctx, "globex", "r1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("Decision of another tenant: %v, want ErrNoRecord", err)
+	}
+	theirs := planexec.Key{Tenant: "globex", Digest: "k"}
+	if err := s.Resolve(ctx, theirs, planexec.Resolution{}); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Errorf("Resolve of another tenant's key: %v, want ErrNoRecord", err)
+	}
+	if c, err := s.Claim(ctx, planexec.ClaimRequest{Key: theirs, Holder: "globex", Lease: time.Minute}); err != nil || c.State != planexec.ClaimAcquired {
+		t.Errorf("the same digest for another tenant: %+v, %v, want acquired", c, err)
+	}
+	if err := s.Forget(ctx, "globex", "run-1"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(rec.Steps) != 1 {
+		t.Errorf("another tenant's Forget touched the run: %+v, %v", rec, err)
+	}
+}
+
+func TestADecisionIsKeptAndReplaced(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	ctx := context.Background()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	d := planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted, Approver: "ana", DecidedAt: at, Expires: at.Add(time.Hour)}
+	if err := s.SaveDecision(ctx, "acme", d); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Decision(ctx, "acme", "r1")
+	if err != nil || got.Status != d.Status || got.Approver != "ana" || !got.DecidedAt.Equal(at) || !got.Expires.Equal(d.Expires) {
+		t.Fatalf("Decision = %+v, %v", got, err)
+	}
+	d.Status, d.Reason = planexec.ApprovalDenied, "changed my mind"
+	if err := s.SaveDecision(ctx, "acme", d); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = s.Decision(ctx, "acme", "r1"); err != nil || got.Status != planexec.ApprovalDenied || got.Reason != d.Reason {
+		t.Fatalf("replaced Decision = %+v, %v", got, err)
+	}
+	if _, err := s.Decision(ctx, "acme", "r2"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("an unknown record: %v, want ErrNoRecord", err)
+	}
+}
+
+// wantStoreError checks that err is a *planexec.StoreError of this store
+// wrapping target.
+func wantStoreError(t *testing.T, what string, err, target error) {
+	t.Helper()
+	var se *planexec.StoreError
+	if !errors.As(err, &se) || se.Store != "postgres" || !errors.Is(err, target) {
+		t.Errorf("%s: %v (%T), want a postgres *planexec.StoreError wrapping %v", what, err, err, target)
+	}
+}
+
+func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
+	t.Parallel()
+	s, schema := newStore(t)
+	ctx := context.Background()
+	rec := record("acme", "run-1", plan("p1", "s1"), time.Now())
+	rec.Version = 99
+	wantStoreError(t, "SavePlan of a version 99 record", s.SavePlan(ctx, rec), planexec.ErrNewerRecord)
+	if _, err := s.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("a refused record was written: %v", err)
+	}
+
+	for i, c := range []struct{ name, setup string }{
+		{"the plan row's version", `UPDATE plans SET version = 99`},
+		{"the plan record's version", `UPDATE plans SET record = json_build_object('version', 99, 'tenant', 'acme', 'run_id', 'run-1', 'plan', 'from the future')`},
+		{"a step record's version", `UPDATE steps SET record = '{"version": 99, "step_id": "s1"}'`},
+	} {
+		run := fmt.Sprintf("run-%d", i)
+		if err := s.SavePlan(ctx, record("acme", run, plan("p1", "s1"), time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveStep(ctx, "acme", run, done("s1", "p1", time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		sqlExec(t, schema, c.setup+` WHERE run_id = $1`, run)
+		_, err := s.LoadPlan(ctx, "acme", run)
+		wantStoreError(t, c.name+" at 99", err, planexec.ErrNewerRecord)
+	}
+
+	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, schema, `UPDATE approvals SET version = 99`)
+	_, err := s.Decision(ctx, "acme", "r1")
+	wantStoreError(t, "a decision at version 99", err, planexec.ErrNewerRecord)
+}
+
+func TestASchemaMigratedByANewerVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	_, schema := newStore(t)
+	sqlExec(t, schema, `INSERT INTO schema_version (version) VALUES (99)`)
+	_, err := postgres.New(context.Background(), sharedPool(t), postgres.WithSchema(schema))
+	wantStoreError(t, "New on a schema at version 99", err, planexec.ErrNewerRecord)
+}
+
+func TestACorruptRecordIsReportedAsCorrupt(t *testing.T) {
+	t.Parallel()
+	s, schema := newStore(t)
+	ctx := context.Background()
+	for i, c := range []struct{ name, setup string }{
+		{"a plan record that is not an object", `UPDATE plans SET record = '"scribbled over"'`},
+		{"a plan record of the wrong shape", `UPDATE plans SET record = '{"version": 1, "tenant": "acme", "run_id": "%RUN%", "plan": {"steps": "none"}}'`},
+		{"a plan record without a version", `UPDATE plans SET record = '{"tenant": "acme", "run_id": "%RUN%"}'`},
+		{"a plan record of another run", `UPDATE plans SET record = '{"version": 1, "tenant": "globex", "run_id": "elsewhere"}'`},
+		{"a step record of the wrong shape", `UPDATE steps SET record = '{"version": 1, "step_id": "s1", "finished": "yesterday"}'`},
+		{"a step record of another step", `UPDATE steps SET record = '{"version": 1, "step_id": "s9"}'`},
+	} {
+		run := fmt.Sprintf("run-%d", i)
+		if err := s.SavePlan(ctx, record("acme", run, plan("p1", "s1"), time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SaveStep(ctx, "acme", run, done("s1", "p1", time.Now())); err != nil {
+			t.Fatal(err)
+		}
+		sqlExec(t, schema, strings.ReplaceAll(c.setup, "%RUN%", run)+` WHERE run_id = $1`, run)
+		_, err := s.LoadPlan(ctx, "acme", run)
+		wantStoreError(t, c.name, err, planexec.ErrCorruptRecord)
+	}
+	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, schema, `UPDATE approvals SET decision = '[1, 2, 3]'`)
+	_, err := s.Decision(ctx, "acme", "r1")
+	wantStoreError(t, "a decision that is an array", err, planexec.ErrCorruptRecord)
+}
+
+func TestReplicasStartingAtOnceMigrateTheSchemaOnce(t *testing.T) {
+	t.Parallel()
+	pool := sharedPool(t)
+	schema := freshSchema(t, pool)
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Go(func() {
+			s, err := postgres.New(context.Background(), pool, postgres.WithSchema(schema))
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+	}
+	var rows int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != postgres.SchemaVersion {
+		t.Errorf("schema_version has %d rows, want %d", rows, postgres.SchemaVersion)
+	}
+}
+
+func TestABadSchemaNameIsAConfigurationError(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none") // connects lazily: never here
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, name := range []string{"", string(make([]byte, 64))} {
+		var ce *planexec.ConfigurationError
+		if _, err := postgres.New(context.Background(), pool, postgres.WithSchema(name)); !errors.As(err, &ce) {
+			t.Errorf("schema %q: %v, want a *planexec.ConfigurationError", name, err)
+		}
+	}
+}
+
+func TestAnUnreachableDatabaseIsAStoreError(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
+	var se *planexec.StoreError
+	if !errors.As(err, &se) || se.Store != "postgres" || se.Op == "" {
+		t.Fatalf("Open of a closed port: %v, want a postgres *planexec.StoreError", err)
+	}
+}
