@@ -19,6 +19,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -126,6 +127,8 @@ type options struct {
 	yes   bool   // approve without asking
 	store string // "", "sqlite:FILE" or "postgres:DSN"
 	run   string // the run id a durable store keeps the plan under
+	// resolve settles a step left in doubt: "not-applied" or "applied:OUTCOME".
+	resolve string
 }
 
 func main() {
@@ -133,6 +136,7 @@ func main() {
 	flag.BoolVar(&o.yes, "yes", false, "approve the booking without asking")
 	flag.StringVar(&o.store, "store", "", "keep the run in sqlite:FILE or postgres:DSN, and resume it if it was interrupted")
 	flag.StringVar(&o.run, "run", "example-trip", "the run id kept in the store")
+	flag.StringVar(&o.resolve, "resolve", "", "settle a booking left in doubt by an interrupted run: not-applied, or applied:PNR")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -215,6 +219,23 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	// A durable store may hold this run already: resume it rather than plan
 	// again.
 	res, err := ex.Resume(ctx)
+	var doubt *planexec.IndeterminateOutcomeError
+	if errors.As(err, &doubt) && doubt.InDoubt && o.resolve != "" {
+		// Someone found out what happened to the step left in doubt.
+		r := planexec.Resolution{Applied: o.resolve != "not-applied"}
+		if r.Applied {
+			outcome, ok := strings.CutPrefix(o.resolve, "applied:")
+			if !ok {
+				return fmt.Errorf("-resolve %q: want not-applied or applied:OUTCOME", o.resolve)
+			}
+			r.Outcome, _ = json.Marshal(outcome)
+		}
+		if err := ex.Resolve(ctx, doubt.Key, r); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "resolved step %s: %s\n", doubt.Step, o.resolve)
+		res, err = ex.Resume(ctx)
+	}
 	if errors.Is(err, planexec.ErrNoRecord) {
 		plan, perr := ex.Planned(ctx, planner, "get them to New York")
 		if perr != nil {
@@ -225,6 +246,14 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 		fmt.Fprintf(out, "resumed run %s from the store\n", ex.RunID())
 	}
 	summary(out, ex, res, time.Since(start))
+	if errors.As(err, &doubt) {
+		if doubt.InDoubt {
+			fmt.Fprintf(out, "\nstep %s was interrupted mid-call: it may have booked. Find out, then run again with\n"+
+				"-resolve applied:PNR (it did) or -resolve not-applied (it did not).\n", doubt.Step)
+		} else {
+			fmt.Fprintf(out, "\nstep %s is still held by the interrupted run; run again once its lease ends (seconds).\n", doubt.Step)
+		}
+	}
 	if err != nil {
 		return err
 	}
