@@ -49,8 +49,12 @@ type Event struct {
 	Reason Reason
 	// Attempt is the planning attempt, for planning events.
 	Attempt int
-	// Usage is what the model call cost, for planning events.
-	Usage *llm.Usage
+	// Usage is what the model call cost, for planning events; Model and
+	// RequestID name the model that answered and the provider's id for the
+	// call, where the provider reports them.
+	Usage     *llm.Usage
+	Model     string
+	RequestID string
 	// RecordID is the approval record, for approval events.
 	RecordID string
 	Approver string

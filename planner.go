@@ -145,7 +145,7 @@ func Feedback(r *PlanValidationError) string {
 }
 
 // PlanSchema is the JSON Schema of a plan over tools: each step is one branch
-// of a union per tool, whose "tool" is a constant and whose "arguments" is
+// of a union per tool, whose "tool" is a one-value enum and whose "arguments" is
 // that tool's own schema, so a strict provider cannot emit an unknown tool or
 // a wrongly typed argument. The executor still validates everything.
 //
@@ -172,10 +172,10 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 			"type": "object",
 			"properties": map[string]any{
 				"id":         map[string]any{"type": "string"},
-				"tool":       map[string]any{"type": "string", "const": t.Name},
+				"tool":       map[string]any{"type": "string", "enum": []string{t.Name}},
 				"arguments":  args,
-				"depends_on": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
-				"intent":     map[string]any{"type": "string"},
+				"depends_on": map[string]any{"type": []string{"array", "null"}, "items": map[string]any{"type": "string"}},
+				"intent":     map[string]any{"type": []string{"string", "null"}},
 			},
 			"required":             []string{"id", "tool", "arguments", "depends_on", "intent"},
 			"additionalProperties": false,
@@ -222,11 +222,13 @@ func (ex *Executor) Planned(ctx context.Context, planner Planner, task string) (
 		plan, perr := ex.decodeAndValidate(resp.Payload, planID, attempt)
 		if perr == nil {
 			ex.rec.emit(Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+				Model: resp.Model, RequestID: resp.RequestID,
 				Detail: fmt.Sprintf("%d steps", len(plan.Steps))})
 			return plan, nil
 		}
 		perr.Attempts = attempt
 		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+			Model: resp.Model, RequestID: resp.RequestID,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		refusals = append(refusals, perr)
 		if attempt > ex.cfg.MaxReplans {

@@ -247,7 +247,12 @@ func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 	for _, b := range branches {
 		bm := b.(map[string]any)
 		tool := vProp(t, bm, "tool")
-		name, _ := tool["const"].(string)
+		enum, _ := tool["enum"].([]any)
+		if len(enum) != 1 {
+			t.Errorf("branch tool %v: want an enum of exactly one name", tool)
+			continue
+		}
+		name, _ := enum[0].(string)
 		names = append(names, name)
 		c, ok := contracts[name]
 		if !ok {

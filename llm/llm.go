@@ -7,6 +7,8 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 )
 
 // Model is a language model. Generate must honour ctx and must not keep req
@@ -87,3 +89,37 @@ func (u Usage) Add(o Usage) Usage {
 
 // Total is input plus output tokens.
 func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// ProviderError is a failed call to a model provider. It says which provider,
+// which HTTP status (0 when the call never got an answer: a timeout, a refused
+// connection) and whether trying again can help. It never holds an API key.
+type ProviderError struct {
+	Provider  string // "openai", "anthropic"
+	Status    int
+	RequestID string
+	// Retryable is true for rate limits (429), server errors (5xx), timeouts
+	// and dropped connections: the same call may succeed later.
+	Retryable bool
+	Err       error
+}
+
+func (e *ProviderError) Error() string {
+	s := "llm: " + e.Provider
+	if e.Status != 0 {
+		s += fmt.Sprintf(": status %d", e.Status)
+	}
+	if e.RequestID != "" {
+		s += " (request " + e.RequestID + ")"
+	}
+	if e.Retryable {
+		s += ", retryable"
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// Unwrap returns the underlying error.
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// ErrTruncated reports an answer cut off by the token limit ("length",
+// "max_tokens"): what came back is not the whole document.
+var ErrTruncated = errors.New("llm: the answer was cut off by the token limit")
