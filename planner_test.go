@@ -667,3 +667,33 @@ func TestTheModelIsNotShownToolsOutsideTheDelegatedScope(t *testing.T) {
 		t.Error("the output schema offers book_flight, which the delegation does not cover")
 	}
 }
+
+func TestPlanningEventsNameTheModelAndTheProvidersRequest(t *testing.T) {
+	model := scripted.New(
+		scripted.Reply{Content: `{"goal":"g","steps":[{"id":"s1","tool":"charter_jet","arguments":{}}]}`},
+		scripted.Reply{Content: `{"goal":"g","steps":[{"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK"}}]}`},
+	)
+	model.Name = "planner-large"
+	planner, err := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := newExecutor(t, &recorder{}, nil)
+	if _, err := ex.Planned(context.Background(), planner, "fly"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[planexec.EventKind]string{planexec.EventPlanRefused: "scripted-1", planexec.EventPlanned: "scripted-2"}
+	for _, e := range ex.Events() {
+		id, ok := want[e.Kind]
+		if !ok {
+			continue
+		}
+		if e.Model != "planner-large" || e.RequestID != id {
+			t.Errorf("%s names model %q request %q, want planner-large %s", e.Kind, e.Model, e.RequestID, id)
+		}
+		delete(want, e.Kind)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing events: %v", want)
+	}
+}
