@@ -1,0 +1,428 @@
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/planexec/planexec/llm"
+)
+
+// Provider is the name this adapter gives on every [llm.ProviderError].
+const Provider = "anthropic"
+
+// Defaults, where no option says otherwise.
+const (
+	DefaultTimeout    = 60 * time.Second
+	DefaultMaxRetries = 2
+	DefaultMaxTokens  = 4096
+)
+
+// emptyTurn stands in for a turn with no text: the Messages API refuses an
+// empty text block, and a planner sends back an empty answer it refused.
+const emptyTurn = "(no answer)"
+
+// Model is an [llm.Model] over the Anthropic Messages API. It is safe for
+// concurrent use.
+type Model struct {
+	name       string
+	client     sdk.Client
+	apiKey     string
+	timeout    time.Duration
+	maxTokens  int64
+	strict     bool
+	structured bool
+}
+
+type config struct {
+	apiKey     string
+	keySet     bool
+	baseURL    string
+	httpClient *http.Client
+	timeout    time.Duration
+	maxRetries int
+	maxTokens  int
+	strict     bool
+	structured bool
+}
+
+// Option configures a [Model].
+type Option func(*config)
+
+// WithAPIKey sets the API key. Without it the key is read from
+// ANTHROPIC_API_KEY; when that is unset too, the SDK's own credential chain
+// applies (ANTHROPIC_AUTH_TOKEN, a profile, workload identity federation).
+// The key is sent in the x-api-key header and never appears in an error.
+func WithAPIKey(key string) Option {
+	return func(c *config) { c.apiKey, c.keySet = key, true }
+}
+
+// WithBaseURL sends requests to base instead of https://api.anthropic.com
+// (or ANTHROPIC_BASE_URL): a proxy, a gateway, a test server.
+func WithBaseURL(base string) Option {
+	return func(c *config) { c.baseURL = base }
+}
+
+// WithHTTPClient sends requests through client.
+func WithHTTPClient(client *http.Client) Option {
+	return func(c *config) { c.httpClient = client }
+}
+
+// WithTimeout bounds one Generate call, retries and the waits between them
+// included (default [DefaultTimeout]). A call that runs out of time fails
+// with a retryable *llm.ProviderError. Zero or less leaves the bound to the
+// caller's context.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// WithMaxRetries sets how many times a failed call is tried again (default
+// [DefaultMaxRetries]): on 408, 409, 429, 5xx (529 overloaded included),
+// dropped connections and per-attempt timeouts. The wait between tries
+// honours the server's retry-after-ms and retry-after headers, and otherwise
+// backs off exponentially from half a second, with jitter, up to eight.
+func WithMaxRetries(n int) Option {
+	return func(c *config) { c.maxRetries = n }
+}
+
+// WithMaxTokens sets max_tokens, which the Messages API requires, for
+// requests that do not set llm.Request.MaxTokens (default
+// [DefaultMaxTokens]). An answer cut off by it is an error wrapping
+// [llm.ErrTruncated].
+func WithMaxTokens(n int) Option {
+	return func(c *config) { c.maxTokens = n }
+}
+
+// WithStrictSchema passes llm.OutputSchema.Strict on to the API ("strict" on
+// the output tool, or on the structured output format), asking it to
+// guarantee the schema. It is off by default: strict mode accepts only part
+// of JSON Schema and not every model supports it, so a request the API would
+// refuse is not sent. The executor validates every plan either way.
+func WithStrictSchema() Option {
+	return func(c *config) { c.strict = true }
+}
+
+// WithStructuredOutput asks for llm.Request.Output through the API's native
+// structured output (output_config.format of type json_schema) instead of
+// the default forced tool call; the answer is then the text of the reply.
+// Use it with models that support structured outputs.
+func WithStructuredOutput() Option {
+	return func(c *config) { c.structured = true }
+}
+
+// New returns a model that calls the Messages API as model (for example
+// "claude-sonnet-4-5").
+func New(model string, opts ...Option) (*Model, error) {
+	if strings.TrimSpace(model) == "" {
+		return nil, errors.New("anthropic: a model name is required")
+	}
+	c := config{timeout: DefaultTimeout, maxRetries: DefaultMaxRetries, maxTokens: DefaultMaxTokens}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.maxRetries < 0 {
+		return nil, fmt.Errorf("anthropic: max retries must not be negative, got %d", c.maxRetries)
+	}
+	if c.maxTokens <= 0 {
+		return nil, fmt.Errorf("anthropic: max tokens must be positive, got %d", c.maxTokens)
+	}
+	if !c.keySet {
+		c.apiKey = os.Getenv("ANTHROPIC_API_KEY")
+	}
+	var sdkOpts []option.RequestOption
+	if c.apiKey != "" {
+		// The SDK's key option sends a bearer token; the Messages API documents
+		// the x-api-key header, so the key goes there and nowhere else.
+		sdkOpts = append(sdkOpts,
+			option.WithAPIKey(c.apiKey),
+			option.WithHeaderDel("authorization"),
+			option.WithHeader("x-api-key", c.apiKey))
+	} else if c.keySet {
+		return nil, errors.New("anthropic: WithAPIKey was given an empty key")
+	}
+	if c.baseURL != "" {
+		u, err := url.Parse(c.baseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("anthropic: the base URL must be an absolute http or https URL")
+		}
+		sdkOpts = append(sdkOpts, option.WithBaseURL(c.baseURL))
+	}
+	if c.httpClient != nil {
+		sdkOpts = append(sdkOpts, option.WithHTTPClient(c.httpClient))
+	}
+	sdkOpts = append(sdkOpts, option.WithMaxRetries(c.maxRetries))
+	return &Model{
+		name:       model,
+		client:     sdk.NewClient(sdkOpts...),
+		apiKey:     c.apiKey,
+		timeout:    c.timeout,
+		maxTokens:  int64(c.maxTokens),
+		strict:     c.strict,
+		structured: c.structured,
+	}, nil
+}
+
+// Name is the model this adapter asks for.
+func (m *Model) Name() string { return m.name }
+
+// Generate sends req as one Messages API call. When req.Output is set, the
+// answer is the input of a forced call of a tool named req.Output.Name (see
+// the package documentation); otherwise it is the text of the reply.
+//
+// A refusal, or an answer without the output tool call, is a Response with
+// empty Content (and Refusal set), not an error. An answer cut off by
+// max_tokens is a *llm.ProviderError wrapping [llm.ErrTruncated]. A failed
+// call is a *llm.ProviderError; a cancelled ctx returns ctx's error.
+func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	params, toolName, err := m.params(req)
+	if err != nil {
+		return nil, err
+	}
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	callOpts := []option.RequestOption{}
+	if m.timeout > 0 {
+		callCtx, cancel = context.WithTimeout(ctx, m.timeout)
+		// Also the per-attempt bound, so the SDK does not derive one from max_tokens.
+		callOpts = append(callOpts, option.WithRequestTimeout(m.timeout))
+	}
+	defer cancel()
+	var httpResp *http.Response
+	callOpts = append(callOpts, option.WithResponseInto(&httpResp))
+	msg, err := m.client.Messages.New(callCtx, params, callOpts...)
+	if err != nil {
+		return nil, m.failure(ctx, err)
+	}
+	requestID := ""
+	if httpResp != nil {
+		requestID = httpResp.Header.Get("request-id")
+	}
+	return m.response(msg, toolName, requestID)
+}
+
+// params maps an llm.Request onto the Messages API.
+func (m *Model) params(req *llm.Request) (sdk.MessageNewParams, string, error) {
+	p := sdk.MessageNewParams{Model: sdk.Model(m.name), MaxTokens: m.maxTokens}
+	if req.MaxTokens > 0 {
+		p.MaxTokens = int64(req.MaxTokens)
+	}
+	if req.System != "" {
+		p.System = []sdk.TextBlockParam{{Text: req.System}}
+	}
+	for i, msg := range req.Messages {
+		text := msg.Content
+		if strings.TrimSpace(text) == "" {
+			text = emptyTurn
+		}
+		switch msg.Role {
+		case llm.RoleUser:
+			p.Messages = append(p.Messages, sdk.NewUserMessage(sdk.NewTextBlock(text)))
+		case llm.RoleAssistant:
+			p.Messages = append(p.Messages, sdk.NewAssistantMessage(sdk.NewTextBlock(text)))
+		default:
+			return p, "", fmt.Errorf("anthropic: message %d has role %q; want user or assistant", i, msg.Role)
+		}
+	}
+	if req.Output == nil {
+		return p, "", nil
+	}
+	var schema map[string]json.RawMessage
+	if err := json.Unmarshal(req.Output.Schema, &schema); err != nil || schema == nil {
+		return p, "", errors.New("anthropic: the output schema is not a JSON object")
+	}
+	if t, ok := schema["type"]; ok && string(t) != `"object"` {
+		return p, "", errors.New(`anthropic: the output schema must describe an object ("type": "object")`)
+	}
+	if m.structured {
+		var format map[string]any
+		dec := json.NewDecoder(strings.NewReader(string(req.Output.Schema)))
+		dec.UseNumber()
+		if err := dec.Decode(&format); err != nil {
+			return p, "", errors.New("anthropic: the output schema is not a JSON object")
+		}
+		p.OutputConfig = sdk.OutputConfigParam{Format: sdk.JSONOutputFormatParam{Schema: format}}
+		return p, "", nil
+	}
+	name := req.Output.Name
+	if name == "" {
+		name = "output"
+	}
+	input := sdk.ToolInputSchemaParam{ExtraFields: map[string]any{}}
+	for k, v := range schema {
+		switch k {
+		case "type":
+		case "properties":
+			input.Properties = v
+		case "required":
+			if err := json.Unmarshal(v, &input.Required); err != nil {
+				return p, "", errors.New(`anthropic: the output schema's "required" is not a list of names`)
+			}
+		default:
+			input.ExtraFields[k] = v
+		}
+	}
+	tool := sdk.ToolParam{Name: name, InputSchema: input}
+	if req.Output.Description != "" {
+		tool.Description = sdk.String(req.Output.Description)
+	}
+	if m.strict && req.Output.Strict {
+		tool.Strict = sdk.Bool(true)
+	}
+	p.Tools = []sdk.ToolUnionParam{{OfTool: &tool}}
+	choice := sdk.ToolChoiceParamOfTool(name)
+	choice.OfTool.DisableParallelToolUse = sdk.Bool(true)
+	p.ToolChoice = choice
+	return p, name, nil
+}
+
+// response maps a Messages API reply onto an llm.Response.
+func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Response, error) {
+	resp := &llm.Response{
+		FinishReason: string(msg.StopReason),
+		Model:        msg.Model,
+		RequestID:    requestID,
+		Usage: llm.Usage{
+			InputTokens:  msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens + msg.Usage.CacheReadInputTokens,
+			OutputTokens: msg.Usage.OutputTokens,
+			Calls:        1,
+		},
+	}
+	if resp.Model == "" {
+		resp.Model = m.name
+	}
+	switch msg.StopReason {
+	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+		return nil, &llm.ProviderError{Provider: Provider, Status: http.StatusOK, RequestID: requestID,
+			Err: fmt.Errorf("%w (stop_reason %s)", llm.ErrTruncated, msg.StopReason)}
+	}
+	var text strings.Builder
+	var input json.RawMessage
+	for _, b := range msg.Content {
+		switch b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "tool_use":
+			if toolName != "" && b.Name == toolName && input == nil {
+				input = b.Input
+			}
+		}
+	}
+	if msg.StopReason == sdk.StopReasonRefusal {
+		resp.Refusal = msg.StopDetails.Explanation
+		if resp.Refusal == "" {
+			resp.Refusal = text.String()
+		}
+		if resp.Refusal == "" {
+			resp.Refusal = "the model declined to answer (stop_reason refusal)"
+		}
+		return resp, nil
+	}
+	if toolName == "" {
+		resp.Content = text.String()
+		return resp, nil
+	}
+	if len(input) == 0 {
+		// Forced to call the output tool, the model did not: no answer.
+		resp.Refusal = text.String()
+		if resp.Refusal == "" {
+			resp.Refusal = "the answer holds no " + toolName + " tool call"
+		}
+		return resp, nil
+	}
+	resp.Content = string(input)
+	return resp, nil
+}
+
+// failure turns an error from the SDK into what Generate returns.
+func (m *Model) failure(ctx context.Context, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return ctxErr
+	}
+	if aerr, ok := errors.AsType[*sdk.Error](err); ok {
+		e := &apiError{status: aerr.StatusCode, kind: string(aerr.Type()), message: m.scrub(aerr.Message), sdkErr: redacted(aerr)}
+		return &llm.ProviderError{Provider: Provider, Status: aerr.StatusCode, RequestID: aerr.RequestID,
+			Retryable: retryableStatus(aerr.StatusCode), Err: e}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &llm.ProviderError{Provider: Provider, Retryable: true,
+			Err: fmt.Errorf("no answer within %s: %w", m.timeout, context.DeadlineExceeded)}
+	}
+	_, isURL := errors.AsType[*url.Error](err)
+	_, isNet := errors.AsType[net.Error](err)
+	dropped := isURL || isNet || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	return &llm.ProviderError{Provider: Provider, Retryable: dropped, Err: &scrubbed{msg: m.scrub(err.Error()), err: err}}
+}
+
+func (m *Model) scrub(s string) string {
+	if m.apiKey == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, m.apiKey, "[redacted]")
+}
+
+func retryableStatus(status int) bool {
+	return status == http.StatusRequestTimeout || status == http.StatusConflict ||
+		status == http.StatusTooManyRequests || status >= 500
+}
+
+// apiError is an error answer of the API. It unwraps to the SDK's
+// *anthropic.Error, whose request carries no credential header.
+type apiError struct {
+	status  int
+	kind    string
+	message string
+	sdkErr  *sdk.Error
+}
+
+func (e *apiError) Error() string {
+	s := http.StatusText(e.status)
+	if s == "" && e.status == 529 {
+		s = "Overloaded"
+	}
+	if e.kind != "" {
+		s += ": " + e.kind
+	}
+	if e.message != "" {
+		s += ": " + e.message
+	}
+	return s
+}
+
+func (e *apiError) Unwrap() error { return e.sdkErr }
+
+// scrubbed is an error whose message had the key taken out.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (e *scrubbed) Error() string { return e.msg }
+func (e *scrubbed) Unwrap() error { return e.err }
+
+// redacted is a copy of e whose request has no credential header.
+func redacted(e *sdk.Error) *sdk.Error {
+	c := *e
+	if c.Request != nil {
+		r := c.Request.Clone(context.Background())
+		for _, h := range []string{"X-Api-Key", "Authorization", "Proxy-Authorization", "Api-Key"} {
+			if r.Header.Get(h) != "" {
+				r.Header.Set(h, "***")
+			}
+		}
+		c.Request = r
+	}
+	return &c
+}

@@ -1,0 +1,73 @@
+// Package anthropic is an [llm.Model] over the Anthropic Messages API
+// (POST /v1/messages), built on the official Go SDK.
+//
+//	model, err := anthropic.New("claude-sonnet-4-5") // key from ANTHROPIC_API_KEY
+//	if err != nil {
+//		return err
+//	}
+//	planner, err := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+//	plan, err := ex.Planned(ctx, planner, "get them to New York")
+//
+// # How a request is sent
+//
+// llm.Request.System becomes the system prompt; each message becomes a user
+// or assistant turn holding one text block, in order. (A turn with no text,
+// such as an empty answer a planner sends back with its refusal, is sent as
+// "(no answer)": the API refuses empty text blocks.) max_tokens is
+// llm.Request.MaxTokens, or [WithMaxTokens] (default 4096).
+//
+// # How the plan comes back: a forced tool call
+//
+// When llm.Request.Output is set, the request declares exactly one tool,
+// named Output.Name ("plan" for a planner), whose input_schema is
+// Output.Schema, and forces the model to call it (tool_choice
+// {"type": "tool", "name": "plan"}, no parallel calls). The input of that
+// tool_use block, raw JSON, is the answer's Content.
+//
+// This tool is an output channel, nothing more. Nothing runs when the model
+// "calls" it, no tool result is ever sent back, and it is not one of the
+// tools a plan may use: the planner still holds no tools and cannot dispatch
+// what it is planning. Every plan that comes back this way is decoded and
+// validated by the executor like any other.
+//
+// [WithStructuredOutput] asks for the same schema through the API's native
+// structured output (output_config.format) instead; [WithStrictSchema] passes
+// Output.Strict on to the API. Both are off by default, because neither is
+// supported by every model or every schema.
+//
+// # What comes back
+//
+// Response.Content is the tool input (or, with no Output, the reply's text);
+// FinishReason is the stop_reason; Usage counts input tokens (cache reads and
+// writes included), output tokens and one call; Model is the model that
+// answered; RequestID is the request-id header, the id Anthropic support asks
+// for.
+//
+// A refusal (stop_reason "refusal"), or an answer that does not call the
+// output tool, is not an error: it is a Response with empty Content and
+// Refusal set. The executor refuses the empty payload (reason empty) and asks
+// again, with the refusal as feedback.
+//
+// # Errors
+//
+// Every failed call is a *llm.ProviderError with Provider "anthropic":
+//
+//   - stop_reason "max_tokens" (or "model_context_window_exceeded"): the
+//     answer was cut off; not retryable; it wraps [llm.ErrTruncated].
+//   - an error answer: Status and RequestID are the API's; Retryable for 408,
+//     409, 429, 5xx and 529 (overloaded). errors.As finds the SDK's
+//     *anthropic.Error (with its Type and Message) underneath.
+//   - no answer within [WithTimeout], or a dropped connection: Status 0,
+//     Retryable.
+//
+// When ctx is cancelled, or its deadline passes, Generate returns ctx's error.
+//
+// Before a failure is returned, the SDK retries it itself ([WithMaxRetries],
+// default 2) on the same conditions, waiting what the server's
+// retry-after-ms or retry-after header asks, or backing off exponentially
+// from half a second. The wait counts towards [WithTimeout].
+//
+// The API key is sent only in the x-api-key header. It never appears in an
+// error: the SDK error underneath a ProviderError carries its request with
+// the credential headers masked. This package writes no logs.
+package anthropic
