@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/go-playground/validator/v10"
 	"github.com/invopop/jsonschema"
@@ -283,7 +284,7 @@ func strictSchema(t reflect.Type, tool string) (json.RawMessage, error) {
 		Anonymous:      true,
 		DoNotReference: !rec,
 		ExpandedStruct: true,
-		Namer:          func(t reflect.Type) string { return tool + "." + t.Name() },
+		Namer:          func(t reflect.Type) string { return tool + "." + definitionName(t) },
 		Mapper: func(t reflect.Type) *jsonschema.Schema {
 			if t == decimalType {
 				return &jsonschema.Schema{Type: "number"}
@@ -298,7 +299,7 @@ func strictSchema(t reflect.Type, tool string) (json.RawMessage, error) {
 	if rec {
 		// The root is expanded in place, but a recursive type refers to
 		// itself by name: give it a definition too.
-		name := tool + "." + t.Name()
+		name := tool + "." + definitionName(t)
 		if s.Definitions == nil {
 			s.Definitions = jsonschema.Definitions{}
 		}
@@ -358,6 +359,22 @@ func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) {
 	if s.AdditionalProperties != nil && s.AdditionalProperties != jsonschema.FalseSchema && s.AdditionalProperties != jsonschema.TrueSchema {
 		strictify(s.AdditionalProperties, seen)
 	}
+}
+
+// definitionName names a type's definition: its own name, or for an unnamed
+// type (a slice of a recursive struct, say) its spelling with the characters
+// a definition name should not hold replaced, so two such types never share a
+// definition.
+func definitionName(t reflect.Type) string {
+	if t.Name() != "" {
+		return t.Name()
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '_'
+	}, t.String())
 }
 
 // recursive reports whether t refers to itself, in which case the schema must

@@ -14,7 +14,8 @@ import (
 
 // Planner writes plans. It holds no tools: it returns the raw payload of a
 // plan, and the executor decodes and validates it (so validation never
-// depends on how a planner was written).
+// depends on how a planner was written). A Planner may return a response
+// beside an error, to account for the tokens a failed call still cost.
 type Planner interface {
 	Plan(ctx context.Context, req PlanRequest) (*PlanResponse, error)
 }
@@ -116,12 +117,14 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 			Strict:      true,
 		},
 	})
-	if err != nil {
+	if resp == nil {
 		return nil, err
 	}
 	// A provider's refusal comes with no content: an empty payload, which the
-	// executor refuses as ReasonEmpty and replans like any other refusal.
-	return &PlanResponse{Payload: []byte(resp.Content), Usage: resp.Usage, Model: resp.Model, RequestID: resp.RequestID}, nil
+	// executor refuses as ReasonEmpty and replans like any other refusal. An
+	// answer that came with an error (cut off by the token limit) still cost
+	// its tokens: the response carries them beside the error.
+	return &PlanResponse{Payload: []byte(resp.Content), Usage: resp.Usage, Model: resp.Model, RequestID: resp.RequestID}, err
 }
 
 // Feedback renders a refusal for the planner to read: the reason, the step,
@@ -212,12 +215,14 @@ func (ex *Executor) Planned(ctx context.Context, planner Planner, task string) (
 			return Plan{}, err
 		}
 		resp, err := planner.Plan(ctx, PlanRequest{Task: task, Tools: ex.Catalog(), Attempt: attempt, Refusals: refusals})
+		if resp != nil {
+			ex.rec.mu.Lock()
+			ex.usage = ex.usage.Add(resp.Usage)
+			ex.rec.mu.Unlock()
+		}
 		if err != nil {
 			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
 		}
-		ex.rec.mu.Lock()
-		ex.usage = ex.usage.Add(resp.Usage)
-		ex.rec.mu.Unlock()
 		usage := resp.Usage
 		plan, perr := ex.decodeAndValidate(resp.Payload, planID, attempt)
 		if perr == nil {

@@ -697,3 +697,26 @@ func TestPlanningEventsNameTheModelAndTheProvidersRequest(t *testing.T) {
 		t.Errorf("missing events: %v", want)
 	}
 }
+
+// truncating answers every call with a cut-off document and an error.
+type truncating struct{}
+
+func (truncating) Generate(context.Context, *llm.Request) (*llm.Response, error) {
+	return &llm.Response{Content: `{"goal":"g","st`, FinishReason: "length", Usage: llm.Usage{InputTokens: 700, OutputTokens: 4096, Calls: 1}},
+		&llm.ProviderError{Provider: "test", Err: llm.ErrTruncated}
+}
+
+func TestATruncatedAnswerIsAnErrorAndStillCountsItsTokens(t *testing.T) {
+	planner, err := planexec.NewAgentPlanner(truncating{}, planexec.Agent{Name: "planner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, _ := newExecutor(t, &recorder{}, nil)
+	_, err = ex.Planned(context.Background(), planner, "fly")
+	if !errors.Is(err, llm.ErrTruncated) {
+		t.Fatalf("err = %v, want ErrTruncated", err)
+	}
+	if u := ex.Usage(); u.OutputTokens != 4096 || u.Calls != 1 {
+		t.Errorf("usage = %+v, want the truncated call's tokens counted", u)
+	}
+}

@@ -7,6 +7,8 @@
 //	go run ./examples/planner.go -yes     # approves without asking
 //	go run ./examples/planner.go -yes -store sqlite:trip.db
 //	go run ./examples/planner.go -yes -store postgres:postgres://localhost/db
+//	go run ./examples/planner.go -model openai:MODEL     # with OPENAI_API_KEY (and OPENAI_BASE_URL)
+//	go run ./examples/planner.go -model anthropic:MODEL  # with ANTHROPIC_API_KEY
 //
 // With no model configured it plans with a scripted model: no key, no
 // network. Standard input that is not a terminal, without -yes, denies.
@@ -24,8 +26,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +38,8 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
+	"github.com/planexec/planexec/llm/anthropic"
+	"github.com/planexec/planexec/llm/openai"
 	"github.com/planexec/planexec/llm/scripted"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
@@ -129,6 +135,7 @@ type options struct {
 	run   string // the run id a durable store keeps the plan under
 	// resolve settles a step left in doubt: "not-applied" or "applied:OUTCOME".
 	resolve string
+	model   string // "", "openai:MODEL" or "anthropic:MODEL"
 }
 
 func main() {
@@ -136,6 +143,7 @@ func main() {
 	flag.BoolVar(&o.yes, "yes", false, "approve the booking without asking")
 	flag.StringVar(&o.store, "store", "", "keep the run in sqlite:FILE or postgres:DSN, and resume it if it was interrupted")
 	flag.StringVar(&o.run, "run", "example-trip", "the run id kept in the store")
+	flag.StringVar(&o.model, "model", "", "plan with openai:MODEL (OPENAI_API_KEY, OPENAI_BASE_URL) or anthropic:MODEL (ANTHROPIC_API_KEY); default: the scripted model")
 	flag.StringVar(&o.resolve, "resolve", "", "settle a booking left in doubt by an interrupted run: not-applied, or applied:PNR")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -144,6 +152,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "planner:", err)
 		os.Exit(1)
 	}
+}
+
+// chooseModel returns the model named by spec ("openai:MODEL",
+// "anthropic:MODEL"), or the scripted one when spec is empty or the
+// provider's key is not set. It says in one line which it is.
+func chooseModel(spec string, out io.Writer) (llm.Model, error) {
+	provider, name, _ := strings.Cut(spec, ":")
+	key := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[provider]
+	switch {
+	case spec == "":
+	case key == "":
+		return nil, fmt.Errorf("-model %q: want openai:MODEL or anthropic:MODEL", spec)
+	case os.Getenv(key) == "":
+		fmt.Fprintf(out, "model: scripted (%s is not set, so -model %s is not used)\n", key, spec)
+		return scriptedModel(), nil
+	case provider == "openai":
+		fmt.Fprintf(out, "model: %s via the OpenAI-compatible API\n", name)
+		return openai.New(name)
+	case provider == "anthropic":
+		fmt.Fprintf(out, "model: %s via the Anthropic API\n", name)
+		return anthropic.New(name)
+	}
+	fmt.Fprintln(out, "model: scripted (no provider configured; no key, no network)")
+	return scriptedModel(), nil
+}
+
+func scriptedModel() llm.Model {
+	return scripted.New(scripted.Reply{Content: firstPlan}, scripted.Reply{Content: secondPlan})
 }
 
 // openStore opens the store named by spec; memory when spec is empty.
@@ -171,8 +207,10 @@ func openStore(ctx context.Context, spec string) (planexec.PlanStore, planexec.I
 
 func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	yes := o.yes
-	var model llm.Model = scripted.New(scripted.Reply{Content: firstPlan}, scripted.Reply{Content: secondPlan})
-	fmt.Fprintln(out, "model: scripted (no provider configured; no key, no network)")
+	model, err := chooseModel(o.model, out)
+	if err != nil {
+		return err
+	}
 
 	// Holding rooms is delegated: up to £600 a week without asking.
 	ladder, err := planexec.NewAutonomyLadder(planexec.ActionClass{Name: "lodging", Tools: []string{"hold_room"}, Amount: "total", Currency: "currency"})
@@ -257,11 +295,12 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	var ticket string
-	if err := res.Outcome("s3", &ticket); err != nil {
-		return err
+	for id, s := range res.Steps {
+		var ticket string
+		if s.Tool == "book_flight" && res.Outcome(id, &ticket) == nil {
+			fmt.Fprintf(out, "booked: %s\n", ticket)
+		}
 	}
-	fmt.Fprintf(out, "booked: %s\n", ticket)
 	return nil
 }
 
@@ -327,12 +366,8 @@ func summary(out io.Writer, ex *planexec.Executor, res *planexec.Result, took ti
 		fmt.Fprintln(out, "  nothing ran")
 		return
 	}
-	for _, id := range []string{"s1", "s2", "s3", "s4"} {
-		s, ok := res.Steps[id]
-		if !ok {
-			fmt.Fprintf(out, "  %s  not run\n", id)
-			continue
-		}
+	for _, id := range slices.Sorted(maps.Keys(res.Steps)) {
+		s := res.Steps[id]
 		fmt.Fprintf(out, "  %s  %-14s %-6s %s", id, s.Tool, s.Status, s.Outcome)
 		if s.ApprovedBy != "" {
 			fmt.Fprintf(out, "  approved by %s", s.ApprovedBy)

@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -93,5 +97,54 @@ func TestAnInterruptedRunIsResumedFromItsStoreWithoutRedoingWhatFinished(t *test
 	}
 	if strings.Contains(text, "PLANNED") {
 		t.Errorf("the resumed run planned again:\n%s", text)
+	}
+}
+
+func TestWithoutItsKeyAProviderModelFallsBackToTheScriptedOneAndSaysSo(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	var out bytes.Buffer
+	if err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, model: "openai:some-model"}); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "model: scripted (OPENAI_API_KEY is not set") {
+		t.Errorf("the run does not say it fell back:\n%s", out.String())
+	}
+	if err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, model: "mystery:x"}); err == nil {
+		t.Error("an unknown provider was accepted")
+	}
+}
+
+// An OpenAI-compatible server that answers every chat completion with the
+// trip plan, in the API's own wire format.
+func TestTheTripIsPlannedThroughAnOpenAICompatibleEndpoint(t *testing.T) {
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls++
+		if r.URL.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
+			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
+			return
+		}
+		content, _ := json.Marshal(secondPlan)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("x-request-id", "req_trip")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764400000,"model":"trip-model",`+
+			`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"finish_reason":"stop"}],`+
+			`"usage":{"prompt_tokens":900,"completion_tokens":120,"total_tokens":1020}}`, content)
+	}))
+	defer srv.Close()
+	t.Setenv("OPENAI_API_KEY", "test-key")
+	t.Setenv("OPENAI_BASE_URL", srv.URL)
+	var out bytes.Buffer
+	if err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, model: "openai:trip-model"}); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{"model: trip-model via the OpenAI-compatible API", "PLANNED", "tokens=1020", "PLAN_COMPLETED", "booked: PNR-BA117-"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q:\n%s", want, text)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("the endpoint was called %d times, want once: one planning call for a valid plan", calls)
 	}
 }

@@ -1,0 +1,93 @@
+// Package openai is the llm.Model for OpenAI's Chat Completions API and for
+// every server that speaks it: OpenAI itself, ASI:One, Ollama, vLLM,
+// OpenRouter, LM Studio and the like. It is built on the official openai-go
+// client.
+//
+// # Planning with it
+//
+//	model, err := openai.New("gpt-4o-mini") // OPENAI_API_KEY, OPENAI_BASE_URL
+//	if err != nil {
+//		return err
+//	}
+//	planner, err := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+//	if err != nil {
+//		return err
+//	}
+//	plan, err := ex.Planned(ctx, planner, "get them to New York")
+//
+// The planner asks for a plan that follows planexec.PlanSchema: one branch
+// per tool, each with that tool's own argument schema. With OpenAI's
+// Structured Outputs the model cannot name a tool outside the catalog or give
+// an argument the wrong JSON type. The executor validates the plan in full
+// all the same, and sends any refusal back as a follow-up turn.
+//
+// # Other endpoints
+//
+// The key and endpoint come from OPENAI_API_KEY and OPENAI_BASE_URL unless
+// WithAPIKey and WithBaseURL say otherwise:
+//
+//	openai.New("llama3.1", openai.WithBaseURL("http://localhost:11434/v1"), openai.WithAPIKey(""))  // Ollama
+//	openai.New("Qwen/Qwen2.5-7B-Instruct", openai.WithBaseURL("http://localhost:8000/v1"))          // vLLM
+//	openai.New("openai/gpt-4o-mini", openai.WithBaseURL("https://openrouter.ai/api/v1"), openai.WithAPIKey(key))
+//	openai.New("asi1-mini", openai.WithBaseURL("https://api.asi1.ai/v1"), openai.WithAPIKey(key))
+//
+// WithRequestOptions passes anything else to the openai-go client (extra
+// headers, an organization, a middleware).
+//
+// # When a server lacks Structured Outputs
+//
+// The Mode says how the plan schema reaches the server:
+//
+//   - ModeJSONSchema (the default) sends response_format json_schema with
+//     "strict": true. The server constrains the answer to the schema.
+//   - ModeJSONObject sends response_format json_object and writes the schema
+//     into the system prompt: the answer is JSON, but only the prompt asks it
+//     to follow the schema.
+//   - ModePrompt sends no response_format and writes the schema into the
+//     system prompt, for servers that reject the field. An answer wrapped in
+//     a Markdown code fence is unwrapped.
+//
+// Fall back from ModeJSONSchema when a server answers 400 to response_format
+// (a *llm.ProviderError with Status 400 wrapping an *APIError that says so),
+// to ModeJSONObject first and to ModePrompt if that is refused too. Nothing
+// else changes: the executor validates every plan the same way whichever mode
+// produced it, so a weaker mode only costs more replans, never a wrong step.
+//
+// # Errors
+//
+// Generate returns:
+//
+//   - a Response with Refusal set and Content empty when the model refused
+//     (message.refusal). That is an answer, not an error: the executor
+//     refuses the empty plan (ReasonEmpty) and asks again.
+//   - the Response and a *llm.ProviderError wrapping llm.ErrTruncated, not
+//     retryable, when the answer was cut off by the token limit
+//     (finish_reason "length"): half a plan is not worth a replan; raise the
+//     limit (Request.MaxTokens, WithMaxTokens) instead.
+//   - a *llm.ProviderError for a failed call: Status is the HTTP status (0
+//     when no answer came), RequestID the x-request-id header, Retryable true
+//     for 408, 409, 429, 5xx, timeouts and dropped connections. For an HTTP
+//     error it wraps an *APIError with the API's type, code and message.
+//   - ctx.Err() when the caller's context was cancelled or expired.
+//
+// Rate limits and server errors are retried by the openai-go client before
+// Generate returns (WithMaxRetries, default 2), honouring the server's
+// Retry-After and Retry-After-Ms headers and backing off exponentially
+// otherwise. WithTimeout (default 60s) bounds the whole call, retries
+// included; ctx bounds it too.
+//
+// # The key
+//
+// The API key is sent as a bearer token and nowhere else. It never appears
+// in an error: the client's own error (which holds the request and its
+// Authorization header) is not kept, and the API's message is scrubbed of
+// the key and of anything shaped like one before it is reported. This
+// package writes no logs.
+//
+// # Response fields
+//
+// Content is message.content, Refusal message.refusal, FinishReason
+// finish_reason, Usage prompt_tokens and completion_tokens (Calls 1), Model
+// the model that answered, and RequestID the x-request-id header, or the
+// completion's id on servers that send no such header.
+package openai
