@@ -37,24 +37,28 @@ func Run(t *testing.T, open Open) {
 	t.Run("Executor", func(t *testing.T) { runExecutor(t, open) })
 }
 
-// clock is a clock a test moves by hand. It starts with a fraction of a
-// millisecond so that a store keeping less than milliseconds is caught.
-type clock struct {
+// Clock is a clock a test moves by hand, for stores' WithClock options. It
+// starts with a fraction of a millisecond so that a store keeping less than
+// milliseconds is caught.
+type Clock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newClock() *clock {
-	return &clock{t: time.Date(2030, time.March, 4, 9, 0, 0, 123_456_789, time.UTC)}
+// NewClock returns a clock standing at a fixed instant.
+func NewClock() *Clock {
+	return &Clock{t: time.Date(2030, time.March, 4, 9, 0, 0, 123_456_789, time.UTC)}
 }
 
-func (c *clock) Now() time.Time {
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
 }
 
-func (c *clock) Advance(d time.Duration) {
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
@@ -63,14 +67,14 @@ func (c *clock) Advance(d time.Duration) {
 // kit is what one subtest works with: fresh stores and the clock they run on.
 type kit struct {
 	Stores
-	clk *clock
+	clk *Clock
 	ctx context.Context
 }
 
 // setup opens fresh stores for t on a clock of its own.
 func setup(t *testing.T, open Open) kit {
 	t.Helper()
-	clk := newClock()
+	clk := NewClock()
 	s := open(t, clk.Now)
 	if s.Plans == nil || s.Idempotency == nil || s.Approvals == nil {
 		t.Fatalf("Open returned %+v: the suite needs all three stores", s)
@@ -163,4 +167,14 @@ func sameJSON(a, b any) bool {
 	default:
 		return a == b
 	}
+}
+
+// SameClaim reports whether two stores answered a claim alike: the same
+// state, epoch, holder and outcome, and lease expiries equal to the
+// microsecond (the finest a durable store is asked to keep). Parity tests
+// of a store against MemoryIdempotencyStore use it.
+func SameClaim(a, b planexec.Claim) bool {
+	return a.State == b.State && a.Epoch == b.Epoch && a.Holder == b.Holder &&
+		bytes.Equal(a.Outcome, b.Outcome) &&
+		a.LeaseExpires.Truncate(time.Microsecond).Equal(b.LeaseExpires.Truncate(time.Microsecond))
 }

@@ -1,7 +1,6 @@
 package postgres_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,13 +11,14 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/postgres"
+	"github.com/planexec/planexec/storetest"
 )
 
 // The memory store is the reference: the same operations, on the same clock,
 // must give the same answers here.
 func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := storetest.NewClock()
 	pg, _ := newStore(t, postgres.WithClock(clk.Now))
 	mem := &planexec.MemoryIdempotencyStore{}
 	mem.SetClock(clk.Now)
@@ -46,7 +46,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 			if merr != nil || perr != nil {
 				t.Fatalf("op %d %s: memory %v, postgres %v", i, what, merr, perr)
 			}
-			if !sameClaim(mc, pc) {
+			if !storetest.SameClaim(mc, pc) {
 				t.Fatalf("op %d %s:\nmemory   %+v\npostgres %+v", i, what, mc, pc)
 			}
 			seen[fmt.Sprint("state ", mc.State)]++
@@ -90,11 +90,6 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 			t.Errorf("no operation answered %q: %v", want, seen)
 		}
 	}
-}
-
-func sameClaim(a, b planexec.Claim) bool {
-	return a.State == b.State && a.Epoch == b.Epoch && a.Holder == b.Holder &&
-		bytes.Equal(a.Outcome, b.Outcome) && a.LeaseExpires.Equal(b.LeaseExpires)
 }
 
 // kind names an error by the sentinel it is.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/sqlite"
+	"github.com/planexec/planexec/storetest"
 )
 
 // errClass names which of the SDK's sentinels err is.
@@ -26,11 +27,6 @@ func errClass(err error) string {
 	return "nil"
 }
 
-func sameClaim(a, b planexec.Claim) bool {
-	return a.State == b.State && a.Epoch == b.Epoch && a.Holder == b.Holder && string(a.Outcome) == string(b.Outcome) &&
-		a.LeaseExpires.Equal(b.LeaseExpires)
-}
-
 // The claims of the SQLite store behave as the in-memory store's, which is
 // the reference, over random sequences of claims, renewals, completions,
 // releases, resolutions and a clock that moves past leases.
@@ -39,7 +35,7 @@ func TestClaimsBehaveAsTheInMemoryStoresOverRandomSequences(t *testing.T) {
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
-			clk := newClock()
+			clk := storetest.NewClock()
 			ref := &planexec.MemoryIdempotencyStore{}
 			ref.SetClock(clk.Now)
 			got, _ := openNew(t, sqlite.WithClock(clk.Now))
@@ -64,7 +60,7 @@ func TestClaimsBehaveAsTheInMemoryStoresOverRandomSequences(t *testing.T) {
 					c1, err1 := ref.Claim(ctx, req)
 					c2, err2 := got.Claim(ctx, req)
 					e1, e2 = err1, err2
-					if !sameClaim(c1, c2) {
+					if !storetest.SameClaim(c1, c2) {
 						t.Fatalf("op %d %s: memory %+v, sqlite %+v", i, op, c1, c2)
 					}
 					if c1.State == planexec.ClaimAcquired {

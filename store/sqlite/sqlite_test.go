@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,29 +14,10 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/sqlite"
+	"github.com/planexec/planexec/storetest"
 )
 
 // ---- helpers ----
-
-// clock is a clock the test moves by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2030, time.March, 4, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // openAt opens the store at path, closed when the test ends.
 func openAt(t testing.TB, path string, opts ...sqlite.Option) *sqlite.Store {
@@ -488,7 +468,7 @@ func TestReleaseStepKeepsAnIrreversibleFailureInDoubt(t *testing.T) {
 
 func TestEpochsNeverGoBackAcrossReleaseResolveAndReopening(t *testing.T) {
 	ctx := context.Background()
-	clk := newClock()
+	clk := storetest.NewClock()
 	s, path := openNew(t, sqlite.WithClock(clk.Now))
 	key := planexec.Key{Tenant: "acme", Digest: "d"}
 	req := planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute, TakeOver: true}
@@ -519,7 +499,7 @@ func TestEpochsNeverGoBackAcrossReleaseResolveAndReopening(t *testing.T) {
 
 func TestResolveRefusesALiveHolder(t *testing.T) {
 	ctx := context.Background()
-	clk := newClock()
+	clk := storetest.NewClock()
 	s, _ := openNew(t, sqlite.WithClock(clk.Now))
 	key := planexec.Key{Tenant: "acme", Digest: "d"}
 	c, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
