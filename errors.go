@@ -33,6 +33,7 @@ package planexec
 //   - ErrNoRecord: a store has no record of what was asked.
 //   - ErrFenced: a store refused a write from a holder whose claim was taken over.
 //   - ErrClaimHeld: a store refused to resolve a key whose holder's lease is live.
+//   - ErrCompleted: a store refused to resolve a key already recorded as done.
 //   - *StoreError: a durable store could not do what was asked (the database
 //     is down, a connection dropped, a record cannot be read). Nothing was
 //     recorded as done that was not done: retry later with Resume. It wraps
@@ -83,6 +84,11 @@ func (e *StoreError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// ErrCompleted reports an attempt to resolve a key whose effect is already
+// recorded as done: resolving it again could only undo that record and let
+// the effect run twice.
+var ErrCompleted = errors.New("planexec: the effect is already recorded as done")
 
 // ErrClaimHeld reports an attempt to resolve a key that a live holder still
 // has in flight: its outcome is about to be known, not in doubt.

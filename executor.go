@@ -463,9 +463,12 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 		ev(Event{Kind: EventPlanCompleted, Detail: fmt.Sprintf("%d steps", len(v.steps))})
 	}
 	// The final status is written even when ctx is done: it is the record of
-	// how the run ended.
-	if serr := ex.savePlan(context.WithoutCancel(ctx), v, status); serr != nil {
-		err = errors.Join(err, serr)
+	// how the run ended. A run that lost a claim to another holder leaves
+	// the status to that holder.
+	if !errors.Is(err, ErrFenced) {
+		if serr := ex.savePlan(context.WithoutCancel(ctx), v, status); serr != nil {
+			err = errors.Join(err, serr)
+		}
 	}
 	return res, err
 }
@@ -664,6 +667,12 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 		} else {
 			err = store.Complete(rctx, s.key, epoch, outcome)
 		}
+		if errors.Is(err, ErrFenced) {
+			// Another holder took the step over and owns its record now:
+			// write nothing over it.
+			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Duration: elapsed, Detail: "claim taken over by another holder; its record stands"})
+			return StepResult{}, fmt.Errorf("planexec: recording the outcome of step %s: %w", quote(id), err)
+		}
 		if err != nil {
 			// The effect happened but is not on the idempotency record.
 			err = fmt.Errorf("planexec: recording the outcome of step %s: %w", quote(id), err)
@@ -709,7 +718,11 @@ func (ex *Executor) failed(ctx context.Context, v *vplan, s *vstep, clr clearanc
 			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
 		}
 	case store != nil:
-		serr = errors.Join(ex.saveStep(ctx, v, id, res, clr, err.Error()), store.Release(ctx, s.key, epoch, inDoubt))
+		// Release first: a holder whose claim was taken over writes no
+		// record over the new holder's.
+		if serr = store.Release(ctx, s.key, epoch, inDoubt); !errors.Is(serr, ErrFenced) {
+			serr = errors.Join(serr, ex.saveStep(ctx, v, id, res, clr, err.Error()))
+		}
 	default:
 		serr = ex.saveStep(ctx, v, id, res, clr, err.Error())
 	}

@@ -87,7 +87,8 @@ type IdempotencyStore interface {
 	// Resolve settles a key in doubt, or one whose holder's lease ran out,
 	// and moves its epoch on so the old holder's writes are fenced. It
 	// returns ErrClaimHeld while a holder's lease is live (its outcome is
-	// about to be known), and ErrNoRecord if the key was never claimed.
+	// about to be known), ErrCompleted when the effect is already recorded
+	// as done, and ErrNoRecord if the key was never claimed.
 	Resolve(ctx context.Context, key Key, r Resolution) error
 }
 
@@ -219,6 +220,9 @@ func (s *MemoryIdempotencyStore) Resolve(_ context.Context, key Key, r Resolutio
 	}
 	if c.state == ClaimAcquired && s.clock().Before(c.expires) {
 		return ErrClaimHeld
+	}
+	if c.state == ClaimCompleted {
+		return ErrCompleted
 	}
 	c.epoch++
 	if !r.Applied {

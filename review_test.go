@@ -1099,3 +1099,56 @@ func TestResumeDoesNotReplayAStepRecordOfAnotherPlan(t *testing.T) {
 		t.Errorf("s1 never started: %v", kinds(ex.Events()))
 	}
 }
+
+func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *testing.T) {
+	ctx := context.Background()
+	clock := planexec.NewFakeClock()
+	idem := &planexec.MemoryIdempotencyStore{}
+	idem.SetClock(clock.Now)
+	plans := &planexec.MemoryPlanStore{}
+	hold := newHoldFirst()
+	r := &recorder{}
+	slowSearch := func(c *planexec.Config) {
+		c.Tools[0] = planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
+			hold.hold() // the first caller stalls past its lease
+			return []string{"BA117"}, r.record(ctx, "search_flights", s)
+		})
+		c.Lease = time.Hour
+		c.Now = clock.Now
+	}
+	plan := planexec.Plan{ID: "p1", Steps: []planexec.Step{step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`)}}
+
+	first, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(idem), withHolder("slow"), slowSearch))
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Execute(ctx, plan)
+		done <- err
+	}()
+	select {
+	case <-hold.entered:
+	case <-time.After(patience):
+		t.Fatal("the first holder never started")
+	}
+	clock.Advance(2 * time.Hour) // its lease runs out; a reversible step may be taken over
+	second, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(idem), withHolder("fast"), slowSearch))
+	if res, err := second.Execute(ctx, plan); err != nil || !res.Complete {
+		t.Fatalf("the second holder: %v", err)
+	}
+	hold.open()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(patience):
+		t.Fatal("the first holder never returned")
+	}
+	if !errors.Is(err, planexec.ErrFenced) {
+		t.Errorf("the late holder's error = %v, want ErrFenced", err)
+	}
+	rec, lerr := plans.LoadPlan(ctx, "acme", "run-1")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	if rec.Status != planexec.PlanCompleted || rec.Steps["s1"].Status != planexec.StepDone {
+		t.Errorf("after the late holder returned: plan %s, step %s; want the new holder's completed and done", rec.Status, rec.Steps["s1"].Status)
+	}
+}

@@ -97,8 +97,11 @@ type ProviderError struct {
 	Provider  string // "openai", "anthropic"
 	Status    int
 	RequestID string
-	// Retryable is true for rate limits (429), server errors (5xx), timeouts
-	// and dropped connections: the same call may succeed later.
+	// Retryable is true for request timeouts (408), conflicts (409), rate
+	// limits (429), server errors (5xx, 529 overloaded included), timeouts and
+	// dropped or refused connections: the same call may succeed later. A
+	// provider's explicit retry advice (such as an x-should-retry header)
+	// takes precedence.
 	Retryable bool
 	Err       error
 }
@@ -114,7 +117,10 @@ func (e *ProviderError) Error() string {
 	if e.Retryable {
 		s += ", retryable"
 	}
-	return s + ": " + e.Err.Error()
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
 }
 
 // Unwrap returns the underlying error.

@@ -242,6 +242,21 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		k.expectCompleted(t, theKey, `"PNR-A"`)
 	})
 
+	t.Run("Resolve refuses a key already recorded as done, so its effect cannot run twice", func(t *testing.T) {
+		k := setup(t, open)
+		held := k.acquire(t, theKey, "worker-a", false)
+		if err := k.Idempotency.Complete(k.ctx, theKey, held.Epoch, json.RawMessage(`"PNR-A"`)); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		k.clk.Advance(10 * lease)
+		for _, r := range []planexec.Resolution{{Applied: false}, {Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}} {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, planexec.ErrCompleted) {
+				t.Errorf("Resolve(%+v) of a completed key: want ErrCompleted, got %v", r, err)
+			}
+		}
+		k.expectCompleted(t, theKey, `"PNR-A"`)
+	})
+
 	// Resolve settles a key whose holder vanished (its lease ran out) or
 	// released it in doubt; either way the old holder is fenced after.
 	leftBy := []struct {

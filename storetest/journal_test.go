@@ -334,6 +334,9 @@ func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolu
 		if c.State == planexec.ClaimAcquired && j.now().Before(c.Expires) {
 			return planexec.ErrClaimHeld
 		}
+		if c.State == planexec.ClaimCompleted {
+			return planexec.ErrCompleted
+		}
 		c.Epoch++
 		c.State, c.Outcome = 0, nil
 		if r.Applied {

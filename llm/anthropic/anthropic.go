@@ -10,8 +10,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -74,15 +77,23 @@ func WithBaseURL(base string) Option {
 	return func(c *config) { c.baseURL = base }
 }
 
-// WithHTTPClient sends requests through client.
+// WithHTTPClient sends requests through client. The model uses a copy of
+// client that refuses to follow a redirect to another origin (scheme, host
+// and port), so the key in x-api-key never reaches a host it was not meant
+// for; client itself is not changed.
 func WithHTTPClient(client *http.Client) Option {
 	return func(c *config) { c.httpClient = client }
 }
 
 // WithTimeout bounds one Generate call, retries and the waits between them
-// included (default [DefaultTimeout]). A call that runs out of time fails
-// with a retryable *llm.ProviderError. Zero or less leaves the bound to the
-// caller's context.
+// included (default [DefaultTimeout]), and each attempt within it. A call
+// that runs out of time fails with a retryable *llm.ProviderError.
+//
+// Zero or less sets no bound of this package's own: the whole call is bounded
+// only by the caller's context, but each attempt still gets the SDK's own
+// non-streaming timeout (ten minutes), and the SDK refuses, before sending
+// anything, a request whose max_tokens it expects to take longer than that
+// (about 21,000 tokens and up, or over the model's non-streaming limit).
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
 }
@@ -158,9 +169,7 @@ func New(model string, opts ...Option) (*Model, error) {
 		}
 		sdkOpts = append(sdkOpts, option.WithBaseURL(c.baseURL))
 	}
-	if c.httpClient != nil {
-		sdkOpts = append(sdkOpts, option.WithHTTPClient(c.httpClient))
-	}
+	sdkOpts = append(sdkOpts, option.WithHTTPClient(sameOriginClient(c.httpClient)))
 	sdkOpts = append(sdkOpts, option.WithMaxRetries(c.maxRetries))
 	return &Model{
 		name:       model,
@@ -182,7 +191,8 @@ func (m *Model) Name() string { return m.name }
 //
 // A refusal, or an answer without the output tool call, is a Response with
 // empty Content (and Refusal set), not an error. An answer cut off by
-// max_tokens is a *llm.ProviderError wrapping [llm.ErrTruncated]. A failed
+// max_tokens is returned, as far as it came, together with a
+// *llm.ProviderError wrapping [llm.ErrTruncated]. A failed
 // call is a *llm.ProviderError; a cancelled ctx returns ctx's error.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	if err := ctx.Err(); err != nil {
@@ -204,7 +214,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	callOpts = append(callOpts, option.WithResponseInto(&httpResp))
 	msg, err := m.client.Messages.New(callCtx, params, callOpts...)
 	if err != nil {
-		return nil, m.failure(ctx, err)
+		return nil, m.failure(ctx, err, httpResp)
 	}
 	requestID := ""
 	if httpResp != nil {
@@ -256,10 +266,7 @@ func (m *Model) params(req *llm.Request) (sdk.MessageNewParams, string, error) {
 		p.OutputConfig = sdk.OutputConfigParam{Format: sdk.JSONOutputFormatParam{Schema: format}}
 		return p, "", nil
 	}
-	name := req.Output.Name
-	if name == "" {
-		name = "output"
-	}
+	name := toolName(req.Output.Name)
 	input := sdk.ToolInputSchemaParam{ExtraFields: map[string]any{}}
 	for k, v := range schema {
 		switch k {
@@ -303,11 +310,6 @@ func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Res
 	if resp.Model == "" {
 		resp.Model = m.name
 	}
-	switch msg.StopReason {
-	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
-		return nil, &llm.ProviderError{Provider: Provider, Status: http.StatusOK, RequestID: requestID,
-			Err: fmt.Errorf("%w (stop_reason %s)", llm.ErrTruncated, msg.StopReason)}
-	}
 	var text strings.Builder
 	var input json.RawMessage
 	for _, b := range msg.Content {
@@ -319,6 +321,17 @@ func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Res
 				input = b.Input
 			}
 		}
+	}
+	switch msg.StopReason {
+	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+		// What came back, with its cost, goes back too: it is not the whole answer.
+		if toolName == "" {
+			resp.Content = text.String()
+		} else {
+			resp.Content = string(input)
+		}
+		return resp, &llm.ProviderError{Provider: Provider, Status: http.StatusOK, RequestID: requestID,
+			Err: fmt.Errorf("%w (stop_reason %s after %d output tokens)", llm.ErrTruncated, msg.StopReason, msg.Usage.OutputTokens)}
 	}
 	if msg.StopReason == sdk.StopReasonRefusal {
 		resp.Refusal = msg.StopDetails.Explanation
@@ -346,31 +359,57 @@ func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Res
 	return resp, nil
 }
 
-// failure turns an error from the SDK into what Generate returns.
-func (m *Model) failure(ctx context.Context, err error) error {
+// failure turns an error from the SDK into what Generate returns. res is the
+// last response, when there was one. The SDK's *anthropic.Error is not kept:
+// it prints bodies, and its request carries the key.
+func (m *Model) failure(ctx context.Context, err error, res *http.Response) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
 	if aerr, ok := errors.AsType[*sdk.Error](err); ok {
-		e := &apiError{status: aerr.StatusCode, kind: string(aerr.Type()), message: m.scrub(aerr.Message), sdkErr: redacted(aerr)}
-		return &llm.ProviderError{Provider: Provider, Status: aerr.StatusCode, RequestID: aerr.RequestID,
-			Retryable: retryableStatus(aerr.StatusCode), Err: e}
+		e := &APIError{Status: aerr.StatusCode, Type: m.scrub(string(aerr.Type())), Message: m.scrub(aerr.Message),
+			RequestID: m.scrub(aerr.RequestID)}
+		retryable := retryableStatus(aerr.StatusCode)
+		if aerr.Response != nil {
+			retryable = retryAdvice(aerr.Response, retryable)
+		}
+		return &llm.ProviderError{Provider: Provider, Status: aerr.StatusCode, RequestID: e.RequestID,
+			Retryable: retryable, Err: e}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return &llm.ProviderError{Provider: Provider, Retryable: true,
 			Err: fmt.Errorf("no answer within %s: %w", m.timeout, context.DeadlineExceeded)}
 	}
-	_, isURL := errors.AsType[*url.Error](err)
-	_, isNet := errors.AsType[net.Error](err)
-	dropped := isURL || isNet || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
-	return &llm.ProviderError{Provider: Provider, Retryable: dropped, Err: &scrubbed{msg: m.scrub(err.Error()), err: err}}
+	retryable := retryableTransport(err)
+	if res != nil {
+		retryable = retryAdvice(res, retryable)
+	}
+	if text := err.Error(); m.scrub(text) != text {
+		err = errors.New(m.scrub(text)) // drop an error that quotes the key
+	}
+	return &llm.ProviderError{Provider: Provider, Retryable: retryable, Err: err}
 }
 
+// keyLike matches Anthropic-style secret keys, masked or not.
+var keyLike = regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_*\-.]{3,}`)
+
+const maxMessage = 500
+
+// scrub removes the key, and anything shaped like one, from text the server
+// or the transport wrote, and bounds its length.
 func (m *Model) scrub(s string) string {
-	if m.apiKey == "" {
-		return s
+	if m.apiKey != "" {
+		s = strings.ReplaceAll(s, m.apiKey, "[redacted]")
 	}
-	return strings.ReplaceAll(s, m.apiKey, "[redacted]")
+	s = keyLike.ReplaceAllString(s, "sk-ant-[redacted]")
+	if len(s) > maxMessage {
+		cut := maxMessage
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
 }
 
 func retryableStatus(status int) bool {
@@ -378,51 +417,107 @@ func retryableStatus(status int) bool {
 		status == http.StatusTooManyRequests || status >= 500
 }
 
-// apiError is an error answer of the API. It unwraps to the SDK's
-// *anthropic.Error, whose request carries no credential header.
-type apiError struct {
-	status  int
-	kind    string
-	message string
-	sdkErr  *sdk.Error
+// retryAdvice honours the server's x-should-retry header, when it has one.
+func retryAdvice(res *http.Response, otherwise bool) bool {
+	switch res.Header.Get("x-should-retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return otherwise
 }
 
-func (e *apiError) Error() string {
-	s := http.StatusText(e.status)
-	if s == "" && e.status == 529 {
+// retryableTransport says whether a call that got no answer may succeed if
+// tried again: after a timeout or a dropped, reset or refused connection,
+// not after a TLS or certificate failure, a protocol mismatch or a bad URL.
+func retryableTransport(err error) bool {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+}
+
+// APIError is what the API said about a failed call: its HTTP status, the
+// body's {"error":{"type","message"}} and the request-id header, with any
+// key taken out. It never holds the request, the response or the key. A
+// *llm.ProviderError from Generate wraps it.
+type APIError struct {
+	Status    int
+	Type      string // "invalid_request_error", "rate_limit_error", "overloaded_error", ...
+	Message   string
+	RequestID string
+}
+
+func (e *APIError) Error() string {
+	s := http.StatusText(e.Status)
+	if s == "" && e.Status == 529 {
 		s = "Overloaded"
 	}
-	if e.kind != "" {
-		s += ": " + e.kind
+	s = strings.TrimSpace(fmt.Sprintf("anthropic: %d %s", e.Status, s))
+	if e.Type != "" {
+		s += ": " + e.Type
 	}
-	if e.message != "" {
-		s += ": " + e.message
+	if e.Message != "" {
+		s += ": " + e.Message
 	}
 	return s
 }
 
-func (e *apiError) Unwrap() error { return e.sdkErr }
-
-// scrubbed is an error whose message had the key taken out.
-type scrubbed struct {
-	msg string
-	err error
+// sameOriginClient returns a copy of c (http.DefaultClient when nil) that
+// does not follow a redirect to another origin: Go's client drops the
+// Authorization header on such a redirect, but not x-api-key.
+func sameOriginClient(c *http.Client) *http.Client {
+	if c == nil {
+		c = http.DefaultClient
+	}
+	cp := *c
+	next := c.CheckRedirect
+	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) > 0 && !sameOrigin(via[0].URL, req.URL) {
+			return fmt.Errorf("anthropic: refused a redirect to another origin (%s://%s)", req.URL.Scheme, req.URL.Host)
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("anthropic: stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &cp
 }
 
-func (e *scrubbed) Error() string { return e.msg }
-func (e *scrubbed) Unwrap() error { return e.err }
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		port(a) == port(b)
+}
 
-// redacted is a copy of e whose request has no credential header.
-func redacted(e *sdk.Error) *sdk.Error {
-	c := *e
-	if c.Request != nil {
-		r := c.Request.Clone(context.Background())
-		for _, h := range []string{"X-Api-Key", "Authorization", "Proxy-Authorization", "Api-Key"} {
-			if r.Header.Get(h) != "" {
-				r.Header.Set(h, "***")
-			}
-		}
-		c.Request = r
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
 	}
-	return &c
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+var nameChars = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
+
+// toolName fits a name to what the API accepts for a tool:
+// [a-zA-Z0-9_-]{1,64}, "plan" when empty.
+func toolName(s string) string {
+	s = nameChars.ReplaceAllString(s, "_")
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	if s == "" {
+		return "plan"
+	}
+	return s
 }

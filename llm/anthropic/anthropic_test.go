@@ -428,6 +428,21 @@ func TestMaxTokensIsATruncationError(t *testing.T) {
 	if n := len(api.requests()); n != 1 {
 		t.Errorf("%d requests, want 1", n)
 	}
+
+	// Generate returns what came back, with its cost, beside the error.
+	api = newAPI(t, message("max_tokens", 1200, 4096, toolUse("plan", `{"goal":"get them"}`)))
+	resp, err := api.model(t).Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "plan"}},
+		Output: &llm.OutputSchema{Name: "plan", Schema: json.RawMessage(`{"type":"object"}`)}})
+	if !errors.Is(err, llm.ErrTruncated) {
+		t.Fatalf("err = %v, want ErrTruncated", err)
+	}
+	if resp == nil {
+		t.Fatal("no Response with the truncation")
+	}
+	if resp.Usage != (llm.Usage{InputTokens: 1200, OutputTokens: 4096, Calls: 1}) || resp.Model != "claude-test-1-20990101" ||
+		resp.RequestID != "req_001" || resp.FinishReason != "max_tokens" || resp.Content != `{"goal":"get them"}` {
+		t.Errorf("response = %+v", resp)
+	}
 }
 
 func TestMalformedToolInputIsRefusedAndReplanned(t *testing.T) {
@@ -474,8 +489,12 @@ func TestAPersistentServerErrorIsARetryableProviderError(t *testing.T) {
 	if pe.Status != 500 || !pe.Retryable || pe.RequestID != "req_003" {
 		t.Errorf("ProviderError = %+v, want status 500, retryable, the last request id", pe)
 	}
-	if sdkErr, ok := errors.AsType[*sdk.Error](err); !ok || sdkErr.StatusCode != 500 || sdkErr.Type() != "api_error" {
-		t.Errorf("no *anthropic.Error with the status underneath: %v", err)
+	if ae, ok := errors.AsType[*anthropic.APIError](err); !ok || ae.Status != 500 || ae.Type != "api_error" ||
+		ae.Message != "Internal server error" || ae.RequestID != "req_003" {
+		t.Errorf("no *anthropic.APIError with the status underneath: %v", err)
+	}
+	if _, ok := errors.AsType[*sdk.Error](err); ok {
+		t.Errorf("the SDK's *anthropic.Error, which holds the request, is in the chain: %v", err)
 	}
 	if n := len(api.requests()); n != 1+anthropic.DefaultMaxRetries {
 		t.Errorf("%d requests, want %d", n, 1+anthropic.DefaultMaxRetries)
@@ -536,19 +555,24 @@ func TestTheKeyNeverAppearsInAnError(t *testing.T) {
 	if pe.Status != 401 || pe.Retryable || pe.RequestID != "req_001" {
 		t.Errorf("ProviderError = %+v", pe)
 	}
-	for _, s := range []string{err.Error(), fmt.Sprintf("%v", err), fmt.Sprintf("%+v", err), fmt.Sprintf("%#v", pe)} {
-		noKey(t, "the error", s)
+	noKeyInChain(t, "401", err)
+	if _, ok := errors.AsType[*sdk.Error](err); ok {
+		t.Error("the SDK's *anthropic.Error, whose request carries the key, is in the chain")
 	}
-	sdkErr, ok := errors.AsType[*sdk.Error](err)
-	if !ok {
-		t.Fatal("no *anthropic.Error underneath")
+	if ae, ok := errors.AsType[*anthropic.APIError](err); !ok || ae.Status != 401 || ae.Type != "authentication_error" ||
+		ae.Message != "invalid x-api-key" || ae.RequestID != "req_001" {
+		t.Errorf("APIError = %+v (%v)", ae, ok)
 	}
-	noKey(t, "the SDK error", sdkErr.Error())
-	noKey(t, "the SDK error's request dump", string(sdkErr.DumpRequest(true)))
-	if sdkErr.Request != nil {
-		for k, v := range sdkErr.Request.Header {
-			noKey(t, "the SDK error's request header "+k, strings.Join(v, ","))
-		}
+
+	// A server that echoes the key in its answer.
+	api = newAPI(t, apiError(401, "authentication_error", "invalid x-api-key: "+testKey, nil))
+	_, err = api.model(t).Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+	if pe := providerError(t, err); pe.Status != 401 || pe.Retryable {
+		t.Errorf("ProviderError = %+v", pe)
+	}
+	noKeyInChain(t, "echoed 401", err)
+	if ae, ok := errors.AsType[*anthropic.APIError](err); !ok || !strings.Contains(ae.Message, "[redacted]") {
+		t.Errorf("APIError = %+v, want the key redacted from its message", ae)
 	}
 
 	// A connection that never gets an answer.
@@ -563,7 +587,180 @@ func TestTheKeyNeverAppearsInAnError(t *testing.T) {
 	if pe.Status != 0 || !pe.Retryable {
 		t.Errorf("refused connection: %+v, want status 0, retryable", pe)
 	}
-	noKey(t, "the connection error", fmt.Sprintf("%+v", err))
+	noKeyInChain(t, "the connection error", err)
+}
+
+// noKeyInChain checks err and every error reachable from it by Unwrap.
+func noKeyInChain(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error", what)
+	}
+	seen := 0
+	var walk func(e error)
+	walk = func(e error) {
+		if e == nil {
+			return
+		}
+		seen++
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+			noKey(t, fmt.Sprintf("%s: %T printed with %s", what, e, verb), fmt.Sprintf(verb, e))
+		}
+		noKey(t, fmt.Sprintf("%s: %T.Error()", what, e), e.Error())
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, c := range u.Unwrap() {
+				walk(c)
+			}
+		}
+	}
+	walk(err)
+	if seen < 2 {
+		t.Errorf("%s: %d errors in the chain, want the ProviderError and what it wraps", what, seen)
+	}
+}
+
+// A redirect to another origin would take x-api-key with it: Go's client
+// drops only Authorization. It is refused.
+func TestARedirectToAnotherOriginNeverGetsTheKey(t *testing.T) {
+	var mu sync.Mutex
+	var leaked []string
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("x-api-key"))
+		mu.Unlock()
+		w.Header().Set("content-type", "application/json")
+		_, _ = io.WriteString(w, planned(goodPlan).body)
+	}))
+	t.Cleanup(other.Close)
+	otherURL := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	if otherURL == other.URL {
+		t.Skipf("the second server is not on 127.0.0.1: %s", other.URL)
+	}
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, otherURL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+
+	checked := 0
+	caller := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error {
+		checked++
+		return nil
+	}}
+	for name, opts := range map[string][]anthropic.Option{
+		"default client": nil,
+		"given client":   {anthropic.WithHTTPClient(caller)},
+	} {
+		m, err := anthropic.New("claude-test-1", append([]anthropic.Option{anthropic.WithAPIKey(testKey),
+			anthropic.WithBaseURL(redirector.URL), anthropic.WithMaxRetries(0)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+		pe := providerError(t, err)
+		if pe.Retryable {
+			t.Errorf("%s: a refused redirect is retryable: %v", name, err)
+		}
+		noKeyInChain(t, name, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range leaked {
+		if k != "" {
+			t.Errorf("the other origin received x-api-key %q", k)
+		}
+	}
+	if len(leaked) != 0 {
+		t.Errorf("the other origin received %d requests, want none", len(leaked))
+	}
+	if caller.CheckRedirect == nil || checked != 0 {
+		t.Errorf("the caller's client was changed or consulted for a cross-origin redirect (%d)", checked)
+	}
+
+	// A redirect within the origin is still followed, through the caller's own policy.
+	api := newAPI(t, planned(goodPlan))
+	same := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/messages" {
+			http.Redirect(w, r, "/moved/v1/messages", http.StatusTemporaryRedirect)
+			return
+		}
+		r.URL.Path = strings.TrimPrefix(r.URL.Path, "/moved")
+		api.serve(w, r)
+	}))
+	t.Cleanup(same.Close)
+	m, err := anthropic.New("claude-test-1", anthropic.WithAPIKey(testKey), anthropic.WithBaseURL(same.URL),
+		anthropic.WithMaxRetries(0), anthropic.WithHTTPClient(caller))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}); err != nil {
+		t.Fatalf("same-origin redirect: %v", err)
+	}
+	if checked != 1 {
+		t.Errorf("the caller's CheckRedirect ran %d times, want 1", checked)
+	}
+}
+
+// A plain-HTTP server behind an https URL is a misconfiguration, not a
+// dropped connection: trying again cannot help.
+func TestAPlainHTTPServerBehindHTTPSIsNotRetryable(t *testing.T) {
+	api := newAPI(t, planned(goodPlan))
+	m, err := anthropic.New("claude-test-1", anthropic.WithAPIKey(testKey), anthropic.WithMaxRetries(0),
+		anthropic.WithBaseURL(strings.Replace(api.srv.URL, "http://", "https://", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+	if pe := providerError(t, err); pe.Retryable || pe.Status != 0 {
+		t.Errorf("err = %v (%+v), want status 0, not retryable", err, pe)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("returned after %s", d)
+	}
+}
+
+func TestXShouldRetryIsHonoured(t *testing.T) {
+	for name, tc := range map[string]struct {
+		r    reply
+		want bool
+	}{
+		"400 true":  {apiError(400, "invalid_request_error", "try again", map[string]string{"x-should-retry": "true"}), true},
+		"503 false": {apiError(503, "api_error", "do not", map[string]string{"x-should-retry": "false"}), false},
+		"529":       {apiError(529, "overloaded_error", "Overloaded", nil), true},
+	} {
+		api := newAPI(t, tc.r)
+		_, err := api.model(t, anthropic.WithMaxRetries(0)).Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+		if pe := providerError(t, err); pe.Retryable != tc.want {
+			t.Errorf("%s: err = %v, want Retryable %v", name, err, tc.want)
+		}
+	}
+}
+
+func TestTheToolNameIsSanitised(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                      "plan",
+		"trip plan/v2":          "trip_plan_v2",
+		strings.Repeat("a", 70): strings.Repeat("a", 64),
+		"plan-1_ok":             "plan-1_ok",
+	} {
+		api := newAPI(t, message("tool_use", 10, 5, toolUse(want, `{"goal":"x"}`)))
+		resp, err := api.model(t).Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}},
+			Output: &llm.OutputSchema{Name: in, Schema: json.RawMessage(`{"type":"object"}`)}})
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		body := api.requests()[0].Body
+		tools, _ := body["tools"].([]any)
+		if len(tools) != 1 || get(tools[0].(map[string]any), "name") != want || get(body, "tool_choice", "name") != want {
+			t.Errorf("%q: tools = %v, tool_choice = %v, want the name %q", in, tools, body["tool_choice"], want)
+		}
+		if resp.Content != `{"goal":"x"}` {
+			t.Errorf("%q: content = %q", in, resp.Content)
+		}
+	}
 }
 
 func TestTheKeyComesFromTheEnvironment(t *testing.T) {

@@ -19,7 +19,9 @@
 // # How the plan comes back: a forced tool call
 //
 // When llm.Request.Output is set, the request declares exactly one tool,
-// named Output.Name ("plan" for a planner), whose input_schema is
+// named Output.Name ("plan" for a planner; characters outside
+// [a-zA-Z0-9_-] become "_", it is cut to 64, and "plan" when empty), whose
+// input_schema is
 // Output.Schema, and forces the model to call it (tool_choice
 // {"type": "tool", "name": "plan"}, no parallel calls). The input of that
 // tool_use block, raw JSON, is the answer's Content.
@@ -53,12 +55,17 @@
 // Every failed call is a *llm.ProviderError with Provider "anthropic":
 //
 //   - stop_reason "max_tokens" (or "model_context_window_exceeded"): the
-//     answer was cut off; not retryable; it wraps [llm.ErrTruncated].
+//     answer was cut off; not retryable; it wraps [llm.ErrTruncated], and
+//     the Response (usage, model, request id, what came back) is returned
+//     with it.
 //   - an error answer: Status and RequestID are the API's; Retryable for 408,
-//     409, 429, 5xx and 529 (overloaded). errors.As finds the SDK's
-//     *anthropic.Error (with its Type and Message) underneath.
-//   - no answer within [WithTimeout], or a dropped connection: Status 0,
-//     Retryable.
+//     409, 429, 5xx and 529 (overloaded), unless the server's x-should-retry
+//     header says otherwise. It wraps an [*APIError] with the API's error
+//     type, message and request id; the SDK's own error is not kept.
+//   - no answer: Status 0; Retryable after a timeout ([WithTimeout]) or a
+//     dropped, reset or refused connection, not after a TLS or certificate
+//     failure, a plain-HTTP server behind an https URL, or a refused
+//     redirect.
 //
 // When ctx is cancelled, or its deadline passes, Generate returns ctx's error.
 //
@@ -67,7 +74,9 @@
 // retry-after-ms or retry-after header asks, or backing off exponentially
 // from half a second. The wait counts towards [WithTimeout].
 //
-// The API key is sent only in the x-api-key header. It never appears in an
-// error: the SDK error underneath a ProviderError carries its request with
-// the credential headers masked. This package writes no logs.
+// The API key is sent only in the x-api-key header, and never to another
+// origin: a redirect to another scheme, host or port is refused. It never
+// appears in an error: no error in a ProviderError's chain holds the request
+// or the response, and text the server sent is scrubbed of the key. This
+// package writes no logs.
 package anthropic

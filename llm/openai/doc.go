@@ -58,15 +58,20 @@
 // Generate returns:
 //
 //   - a Response with Refusal set and Content empty when the model refused
-//     (message.refusal). That is an answer, not an error: the executor
-//     refuses the empty plan (ReasonEmpty) and asks again.
+//     (message.refusal), or when its content filter withheld the answer
+//     (finish_reason "content_filter", Refusal "content filter"). That is
+//     an answer, not an error: the executor refuses the empty plan
+//     (ReasonEmpty) and asks again.
 //   - the Response and a *llm.ProviderError wrapping llm.ErrTruncated, not
 //     retryable, when the answer was cut off by the token limit
 //     (finish_reason "length"): half a plan is not worth a replan; raise the
 //     limit (Request.MaxTokens, WithMaxTokens) instead.
 //   - a *llm.ProviderError for a failed call: Status is the HTTP status (0
 //     when no answer came), RequestID the x-request-id header, Retryable true
-//     for 408, 409, 429, 5xx, timeouts and dropped connections. For an HTTP
+//     for 408, 409, 429, 5xx, timeouts and dropped, reset or refused
+//     connections (not TLS or certificate failures, a plain-HTTP server
+//     behind an https URL, or a bad URL), unless the server's x-should-retry
+//     header says otherwise. For an HTTP
 //     error it wraps an *APIError with the API's type, code and message.
 //   - ctx.Err() when the caller's context was cancelled or expired.
 //

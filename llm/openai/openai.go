@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -182,12 +183,14 @@ func (m *Model) Name() string { return m.model }
 // Generate sends req as one Chat Completions call.
 //
 // It returns a Response for every answer, a refusal included: a refusal
-// (message.refusal) has Refusal set and Content empty, and is not an error.
+// (message.refusal, or finish_reason "content_filter") has Refusal set and
+// Content empty, and is not an error.
 // An answer cut off by the token limit (finish_reason "length") is returned
 // with an error as well: a *llm.ProviderError, not retryable, wrapping
 // llm.ErrTruncated. Other failures are a *llm.ProviderError (Status is the
 // HTTP status, 0 when no answer came; Retryable for 408, 409, 429, 5xx,
-// timeouts and dropped connections, after the client's own retries), except
+// timeouts and dropped or refused connections, or as the server's
+// x-should-retry header says, after the client's own retries), except
 // that a cancelled or expired ctx is returned as ctx.Err().
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	if req == nil {
@@ -209,7 +212,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	var raw *http.Response
 	c, err := m.client.Chat.Completions.New(call, params, option.WithResponseInto(&raw))
 	if err != nil {
-		return nil, m.failure(ctx, call, err)
+		return nil, m.failure(ctx, call, err, raw)
 	}
 	status, requestID := 0, ""
 	if raw != nil {
@@ -233,6 +236,14 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	}
 	if m.mode == ModePrompt && req.Output != nil {
 		resp.Content = unfence(resp.Content)
+	}
+	if choice.FinishReason == "content_filter" {
+		// The provider's filter withheld the answer: a refusal, not an error.
+		resp.Content = ""
+		if resp.Refusal == "" {
+			resp.Refusal = "content filter"
+		}
+		return resp, nil
 	}
 	if choice.FinishReason == "length" {
 		return resp, &llm.ProviderError{Provider: Provider, Status: status, RequestID: requestID,
@@ -346,7 +357,8 @@ func unfence(s string) string {
 }
 
 // failure turns what the client returned into the error Generate reports.
-func (m *Model) failure(ctx, call context.Context, err error) error {
+// raw is the last response, when there was one.
+func (m *Model) failure(ctx, call context.Context, err error, raw *http.Response) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
@@ -358,7 +370,11 @@ func (m *Model) failure(ctx, call context.Context, err error) error {
 	if errors.As(err, &apiErr) {
 		// The client's error holds the request, Authorization header and
 		// all: keep only what the API said, with any key scrubbed.
-		pe := &llm.ProviderError{Provider: Provider, Status: apiErr.StatusCode, Retryable: retryableStatus(apiErr.StatusCode),
+		retryable := retryableStatus(apiErr.StatusCode)
+		if apiErr.Response != nil {
+			retryable = retryAdvice(apiErr.Response, retryable)
+		}
+		pe := &llm.ProviderError{Provider: Provider, Status: apiErr.StatusCode, Retryable: retryable,
 			Err: &APIError{Status: apiErr.StatusCode, Type: m.scrub(apiErr.Type), Code: m.scrub(apiErr.Code),
 				Param: m.scrub(apiErr.Param), Message: m.scrub(apiErr.Message)}}
 		if apiErr.Response != nil {
@@ -366,8 +382,10 @@ func (m *Model) failure(ctx, call context.Context, err error) error {
 		}
 		return pe
 	}
-	var netErr net.Error
-	retryable := errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	retryable := retryableTransport(err)
+	if raw != nil {
+		retryable = retryAdvice(raw, retryable)
+	}
 	if text := err.Error(); m.scrub(text) != text {
 		err = errors.New(m.scrub(text)) // drop an error that quotes the key
 	}
@@ -376,6 +394,29 @@ func (m *Model) failure(ctx, call context.Context, err error) error {
 
 func retryableStatus(s int) bool {
 	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
+}
+
+// retryAdvice honours the server's x-should-retry header, when it has one.
+func retryAdvice(res *http.Response, otherwise bool) bool {
+	switch res.Header.Get("x-should-retry") {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	return otherwise
+}
+
+// retryableTransport says whether a call that got no answer may succeed if
+// tried again: after a timeout or a dropped, reset or refused connection,
+// not after a TLS or certificate failure, a protocol mismatch or a bad URL.
+func retryableTransport(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // keyLike matches OpenAI-style secret keys, masked or not, as some errors

@@ -759,3 +759,64 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Error("a bad request reached the server")
 	}
 }
+
+func TestAContentFilterIsARefusal(t *testing.T) {
+	s := newServer(t, reply(answer{content: `{"goal":"half`, finish: "content_filter", id: "req_cf"}))
+	resp, err := newModel(t, s).Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "plan"}}})
+	if err != nil {
+		t.Fatalf("Generate: %v, want no error", err)
+	}
+	if resp.Content != "" || resp.Refusal != "content filter" || resp.FinishReason != "content_filter" ||
+		resp.RequestID != "req_cf" || resp.Usage.Calls != 1 {
+		t.Errorf("response = %+v, want an empty refusal", resp)
+	}
+}
+
+// A plain-HTTP server behind an https URL is a misconfiguration, not a
+// dropped connection: trying again cannot help.
+func TestAPlainHTTPServerBehindHTTPSIsNotRetryable(t *testing.T) {
+	s := newServer(t, reply(answer{content: goodPlan}))
+	base := strings.Replace(s.url(), "http://", "https://", 1)
+	m, err := openai.New("gpt-4o-mini", openai.WithBaseURL(base), openai.WithAPIKey(testKey), openai.WithMaxRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+	var pe *llm.ProviderError
+	if !errors.As(err, &pe) || pe.Retryable || pe.Status != 0 {
+		t.Fatalf("err = %v (%+v), want a ProviderError that is not retryable", err, pe)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("returned after %s", d)
+	}
+}
+
+func TestXShouldRetryIsHonoured(t *testing.T) {
+	for name, tc := range map[string]struct {
+		h    http.HandlerFunc
+		want bool
+	}{
+		"400 true":  {apiError(400, "invalid_request_error", "", "try again", map[string]string{"x-should-retry": "true"}), true},
+		"503 false": {apiError(503, "server_error", "", "do not", map[string]string{"x-should-retry": "false"}), false},
+		"503":       {apiError(503, "server_error", "", "busy", nil), true},
+	} {
+		s := newServer(t, tc.h)
+		_, err := newModel(t, s, openai.WithMaxRetries(0)).Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+		var pe *llm.ProviderError
+		if !errors.As(err, &pe) || pe.Retryable != tc.want {
+			t.Errorf("%s: err = %v, want Retryable %v", name, err, tc.want)
+		}
+	}
+}
+
+// llm.ProviderError is tested here, with the adapter that makes most of them.
+func TestAProviderErrorWithoutAnErrDoesNotPanic(t *testing.T) {
+	pe := &llm.ProviderError{Provider: "openai", Status: 503, RequestID: "req_1", Retryable: true}
+	if got, want := pe.Error(), "llm: openai: status 503 (request req_1), retryable"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if pe.Unwrap() != nil {
+		t.Error("Unwrap() != nil")
+	}
+}

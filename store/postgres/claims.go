@@ -57,7 +57,11 @@ func fencedSQL(set string) string {
 const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
 	state = CASE WHEN $3::boolean THEN 'completed' ELSE 'free' END,
 	outcome = CASE WHEN $3::boolean THEN $4::bytea END, updated = now()
-WHERE tenant = $1 AND key = $2 AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
+WHERE tenant = $1 AND key = $2 AND state <> 'completed'
+	AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
+
+// claimStateSQL reads a key's state, to say why a resolution did not apply.
+const claimStateSQL = `SELECT state FROM {s}.claims WHERE tenant = $1 AND key = $2`
 
 // claimExistsSQL tells, after a write that did not apply, a key nobody
 // claimed from one claimed by someone else.
@@ -160,12 +164,17 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 	case tag.RowsAffected() == 1:
 		return nil
 	}
-	if exists, err := s.claimExists(ctx, key); err != nil {
+	var state string
+	err = s.scan(ctx, s.q.claimState, []any{key.Tenant, key.Digest}, &state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return planexec.ErrNoRecord
+	case err != nil:
 		return storeErr(op, err)
-	} else if exists {
-		return planexec.ErrClaimHeld
+	case state == stateCompleted:
+		return planexec.ErrCompleted
 	}
-	return planexec.ErrNoRecord
+	return planexec.ErrClaimHeld
 }
 
 func (s *Store) claimExists(ctx context.Context, key planexec.Key) (bool, error) {

@@ -93,7 +93,7 @@
 // statement is a [*planexec.StoreError] with Store "postgres" and the
 // operation in Op; nothing is recorded as done that was not. Answers are the
 // planexec sentinels, as the memory stores give them: [planexec.ErrNoRecord],
-// [planexec.ErrFenced], [planexec.ErrClaimHeld].
+// [planexec.ErrFenced], [planexec.ErrClaimHeld], [planexec.ErrCompleted].
 //
 // # Testing
 //

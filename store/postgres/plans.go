@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,7 +15,7 @@ import (
 const (
 	// lockPlanSQL reads the run's plan id and creation time under a lock that
 	// orders concurrent SavePlans of one run but lets step writes through.
-	lockPlanSQL = `SELECT plan_id, record -> 'created' FROM {s}.plans WHERE tenant = $1 AND run_id = $2 FOR NO KEY UPDATE`
+	lockPlanSQL = `SELECT plan_id, record -> 'created', version, coalesce((record ->> 'version')::integer, 0) FROM {s}.plans WHERE tenant = $1 AND run_id = $2 FOR NO KEY UPDATE`
 	// writePlanSQL writes the plan row and drops the run's step rows unless
 	// they are the same plan's: a new plan id starts with no steps, and so
 	// does a new run (a step that finished while its run was forgotten
@@ -74,6 +75,9 @@ const jointAttempts = 3
 // in the same transaction.
 func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 	const op = "save plan"
+	if rec == nil {
+		return storeErr(op, errors.New("no record to save"))
+	}
 	if err := checkWritable(rec.Version); err != nil {
 		return storeErr(op, err)
 	}
@@ -84,14 +88,20 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 	}
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
-			oldPlan    string
-			oldCreated []byte
+			oldPlan                   string
+			oldCreated                []byte
+			oldColumn, oldRecordLevel int
 		)
-		err := tx.QueryRow(ctx, s.q.lockPlan, c.Tenant, c.RunID).Scan(&oldPlan, &oldCreated)
+		err := tx.QueryRow(ctx, s.q.lockPlan, c.Tenant, c.RunID).Scan(&oldPlan, &oldCreated, &oldColumn, &oldRecordLevel)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
+		case max(oldColumn, oldRecordLevel) > planexec.PlanRecordVersion:
+			// A newer version of this package wrote it: overwriting it
+			// would lose what that version knows.
+			return fmt.Errorf("the stored record of run %q is version %d, newer than this package's %d: %w",
+				c.RunID, max(oldColumn, oldRecordLevel), planexec.PlanRecordVersion, planexec.ErrNewerRecord)
 		case oldPlan == c.Plan.ID:
 			// A record that cannot say when it was created is replaced by
 			// this one, which can.

@@ -172,10 +172,10 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // queries holds every statement with the schema filled in.
 type queries struct {
-	claim, held, extend, complete, release, resolve, claimExists string
-	completeStep, releaseStep, whyNot                            string
-	lockPlan, writePlan, saveStep, loadPlan, forget              string
-	decision, saveDecision                                       string
+	claim, held, extend, complete, release, resolve, claimExists, claimState string
+	completeStep, releaseStep, whyNot                                        string
+	lockPlan, writePlan, saveStep, loadPlan, forget                          string
+	decision, saveDecision                                                   string
 }
 
 func buildQueries(schema string) queries {
@@ -188,6 +188,7 @@ func buildQueries(schema string) queries {
 		release:      in(fencedSQL(releaseSet)),
 		resolve:      in(resolveSQL),
 		claimExists:  in(claimExistsSQL),
+		claimState:   in(claimStateSQL),
 		completeStep: in(jointSQL(completeSet)),
 		releaseStep:  in(jointSQL(releaseSet)),
 		whyNot:       in(whyNotSQL),

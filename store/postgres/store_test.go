@@ -262,6 +262,11 @@ func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
 		sqlExec(t, schema, c.setup+` WHERE run_id = $1`, run)
 		_, err := s.LoadPlan(ctx, "acme", run)
 		wantStoreError(t, c.name+" at 99", err, planexec.ErrNewerRecord)
+		if i < 2 {
+			// An older package must not write over what a newer one wrote.
+			err := s.SavePlan(ctx, record("acme", run, plan("p1", "s1"), time.Now()))
+			wantStoreError(t, "SavePlan over "+c.name+" at 99", err, planexec.ErrNewerRecord)
+		}
 	}
 
 	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {

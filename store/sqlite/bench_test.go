@@ -43,10 +43,11 @@ func BenchmarkSQLiteStep(b *testing.B) {
 
 // BenchmarkSQLiteBareInsert is the floor BenchmarkSQLiteStep is measured
 // against: one INSERT … ON CONFLICT DO NOTHING on a file set up as the
-// store sets up its own (WAL, synchronous=NORMAL, one writing connection).
+// store sets up its own by default (WAL, synchronous=FULL, one writing
+// connection).
 func BenchmarkSQLiteBareInsert(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "bare.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
 	if err != nil {
 		b.Fatal(err)
 	}

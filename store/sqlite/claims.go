@@ -159,6 +159,8 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 			return err
 		case state == stateAcquired && live(s.now(), lease):
 			return planexec.ErrClaimHeld
+		case state == stateCompleted:
+			return planexec.ErrCompleted
 		}
 		state, outcome = stateFree, nil
 		if r.Applied {

@@ -52,12 +52,12 @@
 // writes runs in a transaction begun IMMEDIATE, so it holds the write lock
 // from its first read and is never refused half way.
 //
-// Connections run with synchronous=NORMAL. In WAL mode that means a commit
-// is not synced to disk on its own; the WAL is synced at each checkpoint. A
-// crash of the process loses nothing committed; a power cut or an operating
-// system crash may lose the last commits, but never corrupts the file or
-// splits a transaction. That is what keeps a step's store cost in the tens of
-// microseconds instead of one fsync.
+// Connections run with synchronous=FULL: every commit, a claim above all, is
+// on the disk before the step that depends on it goes on, so not even a power
+// cut can lose a claim and let an irreversible step run twice. That costs an
+// fsync per commit. WithRelaxedSync trades it away (synchronous=NORMAL: the
+// WAL is synced at checkpoints; a process crash loses nothing, a power cut
+// may lose the last commits) for a step cost in the tens of microseconds.
 //
 // # Schema and records
 //
@@ -80,6 +80,6 @@
 // Failures of the database come back as *planexec.StoreError with Store
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
 // plan", "migrate"). The SDK's sentinels come back as they are:
-// [planexec.ErrNoRecord], [planexec.ErrFenced] and [planexec.ErrClaimHeld],
+// [planexec.ErrNoRecord], [planexec.ErrFenced], [planexec.ErrClaimHeld] and [planexec.ErrCompleted],
 // for errors.Is.
 package sqlite

@@ -47,6 +47,17 @@ type options struct {
 	now         func() time.Time
 	busyTimeout time.Duration
 	readers     int
+	relaxed     bool
+}
+
+// WithRelaxedSync syncs at NORMAL instead of FULL: a commit is no longer
+// synced to disk on its own, only at WAL checkpoints. A process that crashes
+// loses nothing, but a power cut or an operating-system crash may lose the
+// last commits, among them a claim: an irreversible step whose claim was
+// lost could then run again. Choose it only where that risk is acceptable or
+// the disk is not the durability boundary. Default: FULL.
+func WithRelaxedSync() Option {
+	return func(o *options) { o.relaxed = true }
 }
 
 // WithClock sets the clock against which claim leases are given and run out.
@@ -89,7 +100,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, storeErr("open", fmt.Errorf("%q is not a file path: Open takes the path of the database file", path))
 	}
-	w, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false))
+	w, err := sql.Open("sqlite", dsn(path, o.busyTimeout, false, o.relaxed))
 	if err != nil {
 		return nil, storeErr("open", err)
 	}
@@ -101,7 +112,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
-	r, err := sql.Open("sqlite", dsn(path, o.busyTimeout, true))
+	r, err := sql.Open("sqlite", dsn(path, o.busyTimeout, true, o.relaxed))
 	if err != nil {
 		w.Close()
 		return nil, storeErr("open", err)
@@ -192,15 +203,18 @@ func (o on) rows(ctx context.Context, q string, args ...any) (*sql.Rows, error) 
 }
 
 // dsn is the driver's name for path. Every connection waits busy for the
-// write lock, enforces foreign keys and syncs at NORMAL (in WAL mode a commit
-// is durable once the WAL is synced at checkpoint; a power cut may lose the
-// last commits but never corrupts the file). Write connections begin
-// IMMEDIATE; read connections are query-only.
-func dsn(path string, busy time.Duration, readOnly bool) string {
+// write lock, enforces foreign keys and syncs at FULL (every commit reaches
+// the disk before it returns), or NORMAL with WithRelaxedSync. Write
+// connections begin IMMEDIATE; read connections are query-only.
+func dsn(path string, busy time.Duration, readOnly, relaxed bool) string {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
+	if relaxed {
+		q.Add("_pragma", "synchronous(NORMAL)")
+	} else {
+		q.Add("_pragma", "synchronous(FULL)")
+	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
@@ -218,14 +232,14 @@ func storeErr(op string, err error) error {
 }
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
-// (ErrNoRecord, ErrFenced, ErrClaimHeld) and store errors as they are,
+// (ErrNoRecord, ErrFenced, ErrClaimHeld, ErrCompleted) and store errors as they are,
 // anything else wrapped in a *planexec.StoreError.
 func fail(op string, err error) error {
 	var se *planexec.StoreError
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, planexec.ErrNoRecord), errors.Is(err, planexec.ErrFenced), errors.Is(err, planexec.ErrClaimHeld), errors.As(err, &se):
+	case errors.Is(err, planexec.ErrNoRecord), errors.Is(err, planexec.ErrFenced), errors.Is(err, planexec.ErrClaimHeld), errors.Is(err, planexec.ErrCompleted), errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)
