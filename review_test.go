@@ -1155,7 +1155,9 @@ func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *te
 
 // unrenewable is an idempotency store that cannot renew a lease: the
 // database behind it went away while a tool ran.
-type unrenewable struct{ *planexec.MemoryIdempotencyStore }
+type unrenewable struct {
+	*planexec.MemoryIdempotencyStore
+}
 
 func (unrenewable) Extend(context.Context, planexec.Key, int64, time.Duration) error {
 	return errors.New("connection refused")
