@@ -788,8 +788,8 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 		// cancelled (the tool may not stop at once), and each renewal is
 		// bounded so a hung store cannot hold the step.
 		// A holder that cannot renew (the store is unreachable) stops its
-		// tool before its lease can run out, when another holder could take
-		// the step over.
+		// tool once its lease has run out, when another holder may take a
+		// reversible step over.
 		rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 		held := time.Now().Add(lease)
 		r := renew(lease/3, func() bool {
@@ -802,7 +802,7 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 			case errors.Is(err, ErrFenced):
 				cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
 				return false
-			case time.Until(held) <= lease/3:
+			case time.Until(held) <= 0:
 				cancel(fmt.Errorf("planexec: step %s could not renew its claim before the lease ran out: %w", quote(s.step.ID), err))
 				return false
 			}

@@ -1163,7 +1163,7 @@ func (unrenewable) Extend(context.Context, planexec.Key, int64, time.Duration) e
 	return errors.New("connection refused")
 }
 
-func TestAHolderThatCannotRenewItsClaimStopsItsToolBeforeTheLeaseRunsOut(t *testing.T) {
+func TestAHolderThatCannotRenewItsClaimStopsItsToolWhenTheLeaseRunsOut(t *testing.T) {
 	var cause error
 	stopped := func(c *planexec.Config) {
 		c.Tools[0] = planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
