@@ -787,23 +787,12 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 		// Renewal goes on while the tool runs even if the caller's ctx is
 		// cancelled (the tool may not stop at once), and each renewal is
 		// bounded so a hung store cannot hold the step.
-		// A holder that cannot renew (the store is unreachable) stops its
-		// tool once its lease has run out, when another holder may take a
-		// reversible step over.
 		rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-		held := time.Now().Add(lease)
 		r := renew(lease/3, func() bool {
 			c, done := context.WithTimeout(rctx, lease/3)
 			defer done()
-			err := store.Extend(c, s.key, epoch, lease)
-			switch {
-			case err == nil:
-				held = time.Now().Add(lease)
-			case errors.Is(err, ErrFenced):
+			if err := store.Extend(c, s.key, epoch, lease); errors.Is(err, ErrFenced) {
 				cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
-				return false
-			case time.Until(held) <= 0:
-				cancel(fmt.Errorf("planexec: step %s could not renew its claim before the lease ran out: %w", quote(s.step.ID), err))
 				return false
 			}
 			return true

@@ -1152,35 +1152,3 @@ func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *te
 		t.Errorf("after the late holder returned: plan %s, step %s; want the new holder's completed and done", rec.Status, rec.Steps["s1"].Status)
 	}
 }
-
-// unrenewable is an idempotency store that cannot renew a lease: the
-// database behind it went away while a tool ran.
-type unrenewable struct {
-	*planexec.MemoryIdempotencyStore
-}
-
-func (unrenewable) Extend(context.Context, planexec.Key, int64, time.Duration) error {
-	return errors.New("connection refused")
-}
-
-func TestAHolderThatCannotRenewItsClaimStopsItsToolWhenTheLeaseRunsOut(t *testing.T) {
-	var cause error
-	stopped := func(c *planexec.Config) {
-		c.Tools[0] = planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
-			select {
-			case <-ctx.Done():
-				cause = context.Cause(ctx)
-				return nil, ctx.Err()
-			case <-time.After(patience):
-				return nil, errors.New("the tool was never stopped")
-			}
-		})
-		c.Lease = 60 * time.Millisecond
-	}
-	store := unrenewable{&planexec.MemoryIdempotencyStore{}}
-	ex, _ := newExecutor(t, &recorder{}, edits(withIdempotency(store), stopped))
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`)}})
-	if err == nil || cause == nil || !strings.Contains(cause.Error(), "could not renew") {
-		t.Fatalf("err = %v, cause = %v; want the tool stopped because its claim could not be renewed", err, cause)
-	}
-}
