@@ -37,6 +37,7 @@ type Contract struct {
 	typ          reflect.Type
 	dec          *strictjson.Decoder
 	schema       json.RawMessage
+	strict       bool       // the schema is within what strict structured output accepts
 	newValue     func() any // a pointer to a new zero value of the type
 	deref        func(any) any
 }
@@ -88,7 +89,7 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 			return nil, &ConfigurationError{Tool: tool, Problem: fmt.Sprintf("key argument %q is not an argument of %s", k, c.typ)}
 		}
 	}
-	if c.schema, err = strictSchema(c.typ, tool); err != nil {
+	if c.schema, c.strict, err = strictSchema(c.typ, tool); err != nil {
 		return nil, &ConfigurationError{Tool: tool, Problem: "cannot generate its JSON Schema: " + err.Error()}
 	}
 	return c, nil
@@ -119,7 +120,16 @@ func (c *Contract) ArgumentType() reflect.Type { return c.typ }
 // Schema is the JSON Schema of the arguments, strict-mode ready: every
 // property is listed as required (optional ones accept null) and no object
 // allows additional properties. The slice is shared: do not modify it.
+//
+// Some Go types have no strict-mode schema (a map, whose keys are free; a
+// json.RawMessage, which is any value; a length rule): see Strict.
 func (c *Contract) Schema() json.RawMessage { return c.schema }
+
+// Strict reports whether Schema stays within what strict structured-output
+// modes accept. When a plan may use a tool whose contract is not strict, the
+// planner asks the model for the plan without strict enforcement; the
+// executor validates it in full either way.
+func (c *Contract) Strict() bool { return c.strict }
 
 // decoded is one step's arguments after its contract accepted them.
 type decoded struct {
@@ -278,7 +288,7 @@ var decimalType = reflect.TypeFor[decimal.Decimal]()
 // A recursive type cannot be inlined: its schema refers to definitions in
 // "$defs", named "<tool>.<Type>" so that the definitions of several tools can
 // share one document (see PlanSchema).
-func strictSchema(t reflect.Type, tool string) (json.RawMessage, error) {
+func strictSchema(t reflect.Type, tool string) (schema json.RawMessage, strict bool, err error) {
 	rec := recursive(t, map[reflect.Type]bool{})
 	r := &jsonschema.Reflector{
 		Anonymous:      true,
@@ -295,7 +305,7 @@ func strictSchema(t reflect.Type, tool string) (json.RawMessage, error) {
 	s := r.ReflectFromType(t)
 	s.Version = ""
 	seen := map[*jsonschema.Schema]bool{}
-	strictify(s, seen)
+	strict = strictify(s, seen)
 	if rec {
 		// The root is expanded in place, but a recursive type refers to
 		// itself by name: give it a definition too.
@@ -311,19 +321,40 @@ func strictSchema(t reflect.Type, tool string) (json.RawMessage, error) {
 		}
 	}
 	for _, d := range s.Definitions {
-		strictify(d, seen)
+		if !strictify(d, seen) {
+			strict = false
+		}
 	}
-	return json.Marshal(s)
+	schema, err = json.Marshal(s)
+	return schema, strict, err
 }
 
 // strictify lists every property as required and lets the optional ones be
-// null, which is how strict structured-output modes express "optional". It
-// matches the decoder: an optional field may be absent or null.
-func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) {
+// null, which is how strict structured-output modes express "optional" (it
+// matches the decoder: an optional field may be absent or null), and drops
+// annotations strict modes reject. It reports whether the schema is within
+// what strict modes accept: a map, a raw JSON value or a length rule is not.
+func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) (strict bool) {
 	if s == nil || seen[s] {
-		return
+		return true
 	}
 	seen[s] = true
+	strict = true
+	sub := func(x *jsonschema.Schema) {
+		if x == jsonschema.TrueSchema || (x != nil && x.Type == "" && x.Ref == "" && x.AnyOf == nil && x.Enum == nil && x.Const == nil && x.Properties == nil) {
+			strict = false // any JSON value at all: strict modes cannot say it
+		}
+		if !strictify(x, seen) {
+			strict = false
+		}
+	}
+	// Annotations strict modes reject and nothing here relies on.
+	s.Default, s.Examples, s.ContentEncoding, s.ContentMediaType = nil, nil, "", ""
+	s.Deprecated, s.ReadOnly, s.WriteOnly = false, false, false
+	if s.OneOf != nil || s.AllOf != nil || s.Not != nil || s.If != nil || s.PatternProperties != nil ||
+		s.MinLength != nil || s.MaxLength != nil || s.MinProperties != nil || s.MaxProperties != nil || s.UniqueItems {
+		strict = false
+	}
 	if s.Properties != nil {
 		required := map[string]bool{}
 		for _, r := range s.Required {
@@ -332,7 +363,7 @@ func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) {
 		all := make([]string, 0, s.Properties.Len())
 		for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
 			all = append(all, pair.Key)
-			strictify(pair.Value, seen)
+			sub(pair.Value)
 			if !required[pair.Key] {
 				pair.Value = &jsonschema.Schema{
 					Description: pair.Value.Description,
@@ -346,19 +377,26 @@ func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) {
 			s.AdditionalProperties = jsonschema.FalseSchema
 		}
 	}
-	strictify(s.Items, seen)
-	for _, sub := range s.AnyOf {
-		strictify(sub, seen)
+	if s.AdditionalProperties != nil && s.AdditionalProperties != jsonschema.FalseSchema {
+		// A map: its keys are free, which strict modes cannot express.
+		strict = false
+		if s.AdditionalProperties != jsonschema.TrueSchema {
+			strictify(s.AdditionalProperties, seen)
+		}
 	}
-	for _, sub := range s.OneOf {
-		strictify(sub, seen)
+	if s.Items != nil {
+		sub(s.Items)
 	}
-	for _, sub := range s.AllOf {
-		strictify(sub, seen)
+	for _, x := range s.AnyOf {
+		sub(x)
 	}
-	if s.AdditionalProperties != nil && s.AdditionalProperties != jsonschema.FalseSchema && s.AdditionalProperties != jsonschema.TrueSchema {
-		strictify(s.AdditionalProperties, seen)
+	for _, x := range s.OneOf {
+		strictify(x, seen)
 	}
+	for _, x := range s.AllOf {
+		strictify(x, seen)
+	}
+	return strict
 }
 
 // definitionName names a type's definition: its own name, or for an unnamed

@@ -13,6 +13,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm/scripted"
 )
 
 // ---- contract types of this file ----
@@ -673,5 +674,61 @@ func TestNewExecutorListsOnlyAllowedToolsInItsCatalog(t *testing.T) {
 	}
 	if string(cat[0].Schema) != string(bookContract.Schema()) || cat[0].Description != "Book a flight." {
 		t.Errorf("book_flight entry = %+v", cat[0])
+	}
+}
+
+type vTagged struct {
+	Labels map[string]string `json:"labels"`
+}
+
+type vRaw struct {
+	Extra json.RawMessage `json:"extra"`
+}
+
+type vLength struct {
+	Code string `json:"code" jsonschema:"minLength=3,default=abc"`
+}
+
+func TestAContractSaysWhetherItsSchemaIsWithinStrictMode(t *testing.T) {
+	if !bookContract.Strict() || !searchContract.Strict() {
+		t.Error("plain structs with decimals and optional fields should be strict-capable")
+	}
+	for name, c := range map[string]*planexec.Contract{
+		"a map":            planexec.MustContract[vTagged]("tagged"),
+		"a raw JSON value": planexec.MustContract[vRaw]("raw"),
+		"a length rule":    planexec.MustContract[vLength]("length"),
+	} {
+		if c.Strict() {
+			t.Errorf("a contract with %s claims a strict-mode schema: %s", name, c.Schema())
+		}
+	}
+	// Annotations strict modes reject are dropped from every schema.
+	if s := string(planexec.MustContract[vLength]("length").Schema()); strings.Contains(s, `"default"`) {
+		t.Errorf("the schema keeps a default: %s", s)
+	}
+}
+
+func TestAPlanForAToolWithoutAStrictSchemaIsAskedForWithoutStrictEnforcement(t *testing.T) {
+	for _, tc := range []struct {
+		contract *planexec.Contract
+		tool     planexec.Tool
+		strict   bool
+	}{
+		{planexec.MustContract[vTagged]("tag"), planexec.NewTool("tag", "Tag.", func(context.Context, vTagged) (int, error) { return 0, nil }), false},
+		{planexec.MustContract[Search]("look"), planexec.NewTool("look", "Look.", func(context.Context, Search) (int, error) { return 0, nil }), true},
+	} {
+		model := scripted.New(scripted.Reply{Content: `{"goal":"g","steps":[]}`})
+		planner, _ := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+		ex, err := planexec.NewExecutor(planexec.Config{
+			Tools: []planexec.Tool{tc.tool}, Contracts: []*planexec.Contract{tc.contract},
+			Agent: planexec.Agent{Name: "a", Tools: []string{tc.tool.Name()}}, MaxReplans: planexec.NoReplans,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = ex.Planned(context.Background(), planner, "go")
+		if got := model.Requests()[0].Output.Strict; got != tc.strict {
+			t.Errorf("tool %s: Output.Strict = %v, want %v", tc.tool.Name(), got, tc.strict)
+		}
 	}
 }

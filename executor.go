@@ -165,6 +165,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 			Description:  e.tool.description,
 			Irreversible: e.contract.irreversible,
 			Schema:       e.contract.schema,
+			Strict:       e.contract.strict,
 		})
 	}
 	if cfg.Concurrency <= 0 {

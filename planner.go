@@ -38,6 +38,9 @@ type ToolSpec struct {
 	Description  string          `json:"description"`
 	Irreversible bool            `json:"irreversible"`
 	Schema       json.RawMessage `json:"arguments_schema"`
+	// Strict tells whether Schema is within what strict structured output
+	// accepts (see Contract.Strict). It is not shown to the model.
+	Strict bool `json:"-"`
 }
 
 // PlanResponse is a planner's answer.
@@ -107,6 +110,10 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 			llm.Message{Role: llm.RoleAssistant, Content: string(r.Payload)},
 			llm.Message{Role: llm.RoleUser, Content: Feedback(r)})
 	}
+	strict := true
+	for _, t := range req.Tools {
+		strict = strict && t.Strict
+	}
 	resp, err := p.model.Generate(ctx, &llm.Request{
 		System:   system,
 		Messages: msgs,
@@ -114,7 +121,7 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 			Name:        "plan",
 			Description: "A plan of tool calls that reaches the goal.",
 			Schema:      PlanSchema(req.Tools),
-			Strict:      true,
+			Strict:      strict,
 		},
 	})
 	if resp == nil {
