@@ -5,21 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
-	"unicode/utf8"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/planexec/planexec/llm"
+	"github.com/planexec/planexec/llm/internal/provider"
 )
 
 // Provider is the name this adapter gives on every [llm.ProviderError].
@@ -369,9 +366,9 @@ func (m *Model) failure(ctx context.Context, err error, res *http.Response) erro
 	if aerr, ok := errors.AsType[*sdk.Error](err); ok {
 		e := &APIError{Status: aerr.StatusCode, Type: m.scrub(string(aerr.Type())), Message: m.scrub(aerr.Message),
 			RequestID: m.scrub(aerr.RequestID)}
-		retryable := retryableStatus(aerr.StatusCode)
+		retryable := provider.RetryableStatus(aerr.StatusCode)
 		if aerr.Response != nil {
-			retryable = retryAdvice(aerr.Response, retryable)
+			retryable = provider.RetryAdvice(aerr.Response, retryable)
 		}
 		return &llm.ProviderError{Provider: Provider, Status: aerr.StatusCode, RequestID: e.RequestID,
 			Retryable: retryable, Err: e}
@@ -380,9 +377,9 @@ func (m *Model) failure(ctx context.Context, err error, res *http.Response) erro
 		return &llm.ProviderError{Provider: Provider, Retryable: true,
 			Err: fmt.Errorf("no answer within %s: %w", m.timeout, context.DeadlineExceeded)}
 	}
-	retryable := retryableTransport(err)
+	retryable := provider.RetryableTransport(err)
 	if res != nil {
-		retryable = retryAdvice(res, retryable)
+		retryable = provider.RetryAdvice(res, retryable)
 	}
 	if text := err.Error(); m.scrub(text) != text {
 		err = errors.New(m.scrub(text)) // drop an error that quotes the key
@@ -393,50 +390,10 @@ func (m *Model) failure(ctx context.Context, err error, res *http.Response) erro
 // keyLike matches Anthropic-style secret keys, masked or not.
 var keyLike = regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_*\-.]{3,}`)
 
-const maxMessage = 500
-
 // scrub removes the key, and anything shaped like one, from text the server
 // or the transport wrote, and bounds its length.
 func (m *Model) scrub(s string) string {
-	if m.apiKey != "" {
-		s = strings.ReplaceAll(s, m.apiKey, "[redacted]")
-	}
-	s = keyLike.ReplaceAllString(s, "sk-ant-[redacted]")
-	if len(s) > maxMessage {
-		cut := maxMessage
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
-}
-
-func retryableStatus(status int) bool {
-	return status == http.StatusRequestTimeout || status == http.StatusConflict ||
-		status == http.StatusTooManyRequests || status >= 500
-}
-
-// retryAdvice honours the server's x-should-retry header, when it has one.
-func retryAdvice(res *http.Response, otherwise bool) bool {
-	switch res.Header.Get("x-should-retry") {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	return otherwise
-}
-
-// retryableTransport says whether a call that got no answer may succeed if
-// tried again: after a timeout or a dropped, reset or refused connection,
-// not after a TLS or certificate failure, a protocol mismatch or a bad URL.
-func retryableTransport(err error) bool {
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
+	return provider.Scrub(s, m.apiKey, keyLike, "sk-ant-[redacted]")
 }
 
 // APIError is what the API said about a failed call: its HTTP status, the

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/planexec/planexec/llm"
+	"github.com/planexec/planexec/llm/internal/provider"
 )
 
 // Provider is the name this adapter gives itself in *llm.ProviderError.
@@ -370,9 +368,9 @@ func (m *Model) failure(ctx, call context.Context, err error, raw *http.Response
 	if errors.As(err, &apiErr) {
 		// The client's error holds the request, Authorization header and
 		// all: keep only what the API said, with any key scrubbed.
-		retryable := retryableStatus(apiErr.StatusCode)
+		retryable := provider.RetryableStatus(apiErr.StatusCode)
 		if apiErr.Response != nil {
-			retryable = retryAdvice(apiErr.Response, retryable)
+			retryable = provider.RetryAdvice(apiErr.Response, retryable)
 		}
 		pe := &llm.ProviderError{Provider: Provider, Status: apiErr.StatusCode, Retryable: retryable,
 			Err: &APIError{Status: apiErr.StatusCode, Type: m.scrub(apiErr.Type), Code: m.scrub(apiErr.Code),
@@ -382,9 +380,9 @@ func (m *Model) failure(ctx, call context.Context, err error, raw *http.Response
 		}
 		return pe
 	}
-	retryable := retryableTransport(err)
+	retryable := provider.RetryableTransport(err)
 	if raw != nil {
-		retryable = retryAdvice(raw, retryable)
+		retryable = provider.RetryAdvice(raw, retryable)
 	}
 	if text := err.Error(); m.scrub(text) != text {
 		err = errors.New(m.scrub(text)) // drop an error that quotes the key
@@ -392,57 +390,15 @@ func (m *Model) failure(ctx, call context.Context, err error, raw *http.Response
 	return &llm.ProviderError{Provider: Provider, Retryable: retryable, Err: err}
 }
 
-func retryableStatus(s int) bool {
-	return s == http.StatusRequestTimeout || s == http.StatusConflict || s == http.StatusTooManyRequests || s >= 500
-}
-
-// retryAdvice honours the server's x-should-retry header, when it has one.
-func retryAdvice(res *http.Response, otherwise bool) bool {
-	switch res.Header.Get("x-should-retry") {
-	case "true":
-		return true
-	case "false":
-		return false
-	}
-	return otherwise
-}
-
-// retryableTransport says whether a call that got no answer may succeed if
-// tried again: after a timeout or a dropped, reset or refused connection,
-// not after a TLS or certificate failure, a protocol mismatch or a bad URL.
-func retryableTransport(err error) bool {
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
-}
-
 // keyLike matches OpenAI-style secret keys, masked or not, as some errors
 // echo them ("Incorrect API key provided: sk-proj-****abcd").
 var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-.]{3,}`)
-
-const maxMessage = 500
 
 // scrubber returns a function that removes key, and anything shaped like a
 // key, from text the server sent, and bounds its length. The key lives only in
 // the closure, so printing a Model with %+v does not show it.
 func scrubber(key string) func(string) string {
-	return func(s string) string {
-		if key != "" {
-			s = strings.ReplaceAll(s, key, "[redacted]")
-		}
-		s = keyLike.ReplaceAllString(s, "sk-[redacted]")
-		if len(s) > maxMessage {
-			cut := maxMessage
-			for cut > 0 && !utf8.RuneStart(s[cut]) {
-				cut--
-			}
-			s = s[:cut] + "…"
-		}
-		return s
-	}
+	return func(s string) string { return provider.Scrub(s, key, keyLike, "sk-[redacted]") }
 }
 
 // APIError is what the API said about a failed call: its HTTP status and the
