@@ -267,3 +267,17 @@ func withIdempotency(s planexec.IdempotencyStore) func(*planexec.Config) {
 func withHolder(name string) func(*planexec.Config) {
 	return func(cfg *planexec.Config) { cfg.Holder = name }
 }
+
+// failOnce makes tool fail with err on its first call only.
+func failOnce(r *recorder, tool string, err error) {
+	failed := false
+	r.mu.Lock()
+	r.fail = func(name string, _ any) error {
+		if name == tool && !failed {
+			failed = true
+			return err
+		}
+		return nil
+	}
+	r.mu.Unlock()
+}

@@ -749,14 +749,7 @@ func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 	}}
 
 	r := &recorder{}
-	failed := false
-	rvSetFail(r, func(tool string, _ any) error {
-		if tool == "search_flights" && !failed {
-			failed = true
-			return errors.New("search is down")
-		}
-		return nil
-	})
+	failOnce(r, "search_flights", errors.New("search is down"))
 	// Each executor keeps its own decisions, so the resume must decide s2
 	// afresh.
 	first, _ := newExecutor(t, r, edits(rvLadderOf(ladder), withPlans(plans), rvOwnApprovals))
@@ -802,14 +795,7 @@ func TestAResumeDoesNotCountItsFinishedStepsTwiceAgainstAWindowedCeiling(t *test
 		rvRefund("s2", "o-2", "40", "f"),
 	}}
 	r := &recorder{}
-	failed := false
-	rvSetFail(r, func(tool string, _ any) error {
-		if tool == "search_flights" && !failed {
-			failed = true
-			return errors.New("search is down")
-		}
-		return nil
-	})
+	failOnce(r, "search_flights", errors.New("search is down"))
 	first, gate1 := newExecutor(t, r, edits(rvLadderOf(ladder), withPlans(plans)))
 	if _, err := first.Execute(ctx, plan); err == nil {
 		t.Fatal("the first run succeeded with a failing search")

@@ -12,20 +12,6 @@ import (
 	"github.com/planexec/planexec"
 )
 
-// iFailOnce makes tool fail with err on its first call only.
-func iFailOnce(r *recorder, tool string, err error) {
-	failed := false
-	r.mu.Lock()
-	r.fail = func(name string, _ any) error {
-		if name == tool && !failed {
-			failed = true
-			return err
-		}
-		return nil
-	}
-	r.mu.Unlock()
-}
-
 // ---- what is written, and when ----
 
 func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
@@ -175,7 +161,7 @@ func TestResumeReplaysFinishedStepsAndRunsTheRest(t *testing.T) {
 	plans := &planexec.MemoryPlanStore{}
 	idem := &planexec.MemoryIdempotencyStore{}
 	r := &recorder{}
-	iFailOnce(r, "book_flight", fmt.Errorf("fare service down: %w", planexec.ErrNotApplied))
+	failOnce(r, "book_flight", fmt.Errorf("fare service down: %w", planexec.ErrNotApplied))
 
 	first, _ := newExecutor(t, r, edits(withPlans(plans), withIdempotency(idem)))
 	firstRes, err := first.Execute(ctx, tripPlan())
@@ -231,7 +217,7 @@ func TestResumeRunsEachRemainingStepOnce(t *testing.T) {
 	ctx := context.Background()
 	plans := &planexec.MemoryPlanStore{}
 	r := &recorder{}
-	iFailOnce(r, "book_flight", fmt.Errorf("fare service down: %w", planexec.ErrNotApplied))
+	failOnce(r, "book_flight", fmt.Errorf("fare service down: %w", planexec.ErrNotApplied))
 	first, _ := newExecutor(t, r, withPlans(plans))
 	if _, err := first.Execute(ctx, tripPlan()); err == nil {
 		t.Fatalf("the first run succeeded; step 2 should have failed")
