@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// ApprovalRequest asks a person to clear one step. It is bound to a record:
-// RecordID digests the tenant, run, step, tool and ArgumentsDigest, so a
-// decision for other arguments clears nothing.
+// ApprovalRequest asks a person to clear one step. Its ID digests the tenant,
+// run, step, tool and ArgumentsDigest, so a decision for other arguments
+// clears nothing.
 type ApprovalRequest struct {
-	RecordID string
+	ID       string
 	Tenant   string
 	RunID    string
 	User     string
@@ -21,8 +21,8 @@ type ApprovalRequest struct {
 	StepID   string
 	Tool     string
 	Intent   string
-	// Arguments are the validated arguments as canonical JSON, for showing to
-	// the person deciding. They came from the model: keep them out of logs.
+	// Arguments are the validated arguments as JSON, for showing to the
+	// person deciding. They came from the model: keep them out of logs.
 	Arguments       json.RawMessage
 	ArgumentsDigest string
 	Irreversible    bool
@@ -32,98 +32,98 @@ type ApprovalRequest struct {
 	Why string
 }
 
-// Grant returns a decision that clears this request.
-func (r ApprovalRequest) Grant(approver string) ApprovalDecision {
-	return ApprovalDecision{RecordID: r.RecordID, Status: ApprovalGranted, Approver: approver}
+// Approve returns a decision that clears this request.
+func (r ApprovalRequest) Approve(approver string) Decision {
+	return Decision{RequestID: r.ID, Status: Approved, Approver: approver}
 }
 
 // Deny returns a decision that refuses this request.
-func (r ApprovalRequest) Deny(approver, why string) ApprovalDecision {
-	return ApprovalDecision{RecordID: r.RecordID, Status: ApprovalDenied, Approver: approver, Reason: why}
+func (r ApprovalRequest) Deny(approver, why string) Decision {
+	return Decision{RequestID: r.ID, Status: Denied, Approver: approver, Why: why}
 }
 
-// Pending returns a decision that says the person has not decided yet.
-func (r ApprovalRequest) Pending() ApprovalDecision {
-	return ApprovalDecision{RecordID: r.RecordID, Status: ApprovalPending}
+// Defer returns a decision that says the person has not decided yet.
+func (r ApprovalRequest) Defer() Decision {
+	return Decision{RequestID: r.ID, Status: Pending}
 }
 
-// ApprovalStatus is a decision's state.
-type ApprovalStatus string
+// DecisionStatus is where a person's decision stands.
+type DecisionStatus string
 
 // Decision states.
 const (
-	ApprovalGranted ApprovalStatus = "granted"
-	ApprovalDenied  ApprovalStatus = "denied"
-	ApprovalPending ApprovalStatus = "pending"
+	Approved DecisionStatus = "approved"
+	Denied   DecisionStatus = "denied"
+	Pending  DecisionStatus = "pending"
 )
 
-// ApprovalDecision is a person's answer to one ApprovalRequest. It clears
-// nothing unless RecordID is the request's.
-type ApprovalDecision struct {
-	RecordID  string         `json:"record_id"`
-	Status    ApprovalStatus `json:"status"`
+// Decision is a person's answer to one ApprovalRequest. It clears nothing
+// unless RequestID is the request's.
+type Decision struct {
+	RequestID string         `json:"request_id"`
+	Status    DecisionStatus `json:"status"`
 	Approver  string         `json:"approver,omitempty"`
-	Reason    string         `json:"reason,omitempty"`
-	DecidedAt time.Time      `json:"decided_at"`
-	// Expires ends a granted decision's effect; zero never expires. It is
-	// checked again just before the step runs.
+	// Why is the person's reason, for a denial.
+	Why       string    `json:"why,omitempty"`
+	DecidedAt time.Time `json:"decided_at"`
+	// Expires ends an approval's effect; zero never expires. It is checked
+	// again just before the step runs.
 	Expires time.Time `json:"expires"`
 }
 
-func (d ApprovalDecision) expired(now time.Time) bool {
+func (d Decision) expired(now time.Time) bool {
 	return !d.Expires.IsZero() && !now.Before(d.Expires)
 }
 
 // ApprovalGate asks a person. It may block until they answer (a terminal
-// prompt), or answer ApprovalPending at once and let the service collect the
-// decision later (Executor.Decide), since a service cannot park a goroutine
-// for hours waiting on a person.
+// prompt), or answer Pending at once and let the service collect the decision
+// later (Run.Decide), since a service cannot park a goroutine for hours
+// waiting on a person.
 type ApprovalGate interface {
-	RequestApproval(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error)
+	RequestApproval(ctx context.Context, req ApprovalRequest) (Decision, error)
 }
 
 // ApprovalGateFunc adapts a function to ApprovalGate.
-type ApprovalGateFunc func(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error)
+type ApprovalGateFunc func(ctx context.Context, req ApprovalRequest) (Decision, error)
 
 // RequestApproval calls f.
-func (f ApprovalGateFunc) RequestApproval(ctx context.Context, req ApprovalRequest) (ApprovalDecision, error) {
+func (f ApprovalGateFunc) RequestApproval(ctx context.Context, req ApprovalRequest) (Decision, error) {
 	return f(ctx, req)
 }
 
 // ApprovalStore keeps decisions, so a resume never asks a person twice for
-// the same bound record. Decisions are scoped by tenant.
+// the same request. Decisions are scoped by tenant. A store that keeps plans
+// keeps decisions too by implementing it.
 type ApprovalStore interface {
-	// Decision returns the decision recorded for recordID, or ErrNoRecord.
-	Decision(ctx context.Context, tenant, recordID string) (ApprovalDecision, error)
-	// SaveDecision records d, replacing an earlier decision for its record.
-	SaveDecision(ctx context.Context, tenant string, d ApprovalDecision) error
+	// Decision returns the decision recorded for requestID, or ErrNoRecord.
+	Decision(ctx context.Context, tenant, requestID string) (Decision, error)
+	// SaveDecision records d, replacing an earlier decision for its request.
+	SaveDecision(ctx context.Context, tenant string, d Decision) error
 }
 
-// MemoryApprovalStore is an ApprovalStore in memory, for tests and
-// single-process use. The zero value is ready to use.
-type MemoryApprovalStore struct {
+// decisions is where an executor whose store keeps no decisions keeps them:
+// in memory, for the life of the executor.
+type decisions struct {
 	mu sync.Mutex
-	m  map[[2]string]ApprovalDecision
+	m  map[[2]string]Decision
 }
 
-// Decision implements ApprovalStore.
-func (s *MemoryApprovalStore) Decision(_ context.Context, tenant, recordID string) (ApprovalDecision, error) {
+func (s *decisions) Decision(_ context.Context, tenant, requestID string) (Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d, ok := s.m[[2]string{tenant, recordID}]
+	d, ok := s.m[[2]string{tenant, requestID}]
 	if !ok {
-		return ApprovalDecision{}, ErrNoRecord
+		return Decision{}, ErrNoRecord
 	}
 	return d, nil
 }
 
-// SaveDecision implements ApprovalStore.
-func (s *MemoryApprovalStore) SaveDecision(_ context.Context, tenant string, d ApprovalDecision) error {
+func (s *decisions) SaveDecision(_ context.Context, tenant string, d Decision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[[2]string]ApprovalDecision{}
+		s.m = map[[2]string]Decision{}
 	}
-	s.m[[2]string{tenant, d.RecordID}] = d
+	s.m[[2]string{tenant, d.RequestID}] = d
 	return nil
 }

@@ -24,6 +24,10 @@ const (
 	// LevelActWithinLimits, and reports each act that ran (an
 	// AUTONOMY_REPORTED event) for review after the fact.
 	LevelActAndReport Level = "act_and_report"
+	// LevelNever forbids the class: its steps are refused and no person is
+	// asked. It is the only way a step is refused outright; a step with no
+	// live grant goes to a person.
+	LevelNever Level = "never"
 )
 
 // verdict is the ladder's decision for one step.
@@ -92,7 +96,6 @@ type AutonomyLadder struct {
 	byTool  map[string]*ActionClass
 	grants  map[string]*Grant
 	spent   map[string][]spend // by grant id, within the window
-	now     func() time.Time
 }
 
 type spend struct {
@@ -108,20 +111,19 @@ func NewAutonomyLadder(classes ...ActionClass) (*AutonomyLadder, error) {
 		byTool:  map[string]*ActionClass{},
 		grants:  map[string]*Grant{},
 		spent:   map[string][]spend{},
-		now:     time.Now,
 	}
 	for i := range classes {
 		c := classes[i]
 		if c.Name == "" {
-			return nil, &ConfigurationError{Problem: "an action class needs a name"}
+			return nil, &ConfigurationError{Why: "an action class needs a name"}
 		}
 		if _, dup := l.classes[c.Name]; dup {
-			return nil, &ConfigurationError{Problem: fmt.Sprintf("action class %q is declared twice", c.Name)}
+			return nil, &ConfigurationError{Why: fmt.Sprintf("action class %q is declared twice", c.Name)}
 		}
 		l.classes[c.Name] = &c
 		for _, t := range c.Tools {
 			if other, dup := l.byTool[t]; dup {
-				return nil, &ConfigurationError{Tool: t, Problem: fmt.Sprintf("is in two action classes, %q and %q", other.Name, c.Name)}
+				return nil, &ConfigurationError{Tool: t, Why: fmt.Sprintf("is in two action classes, %q and %q", other.Name, c.Name)}
 			}
 			l.byTool[t] = &c
 		}
@@ -129,28 +131,19 @@ func NewAutonomyLadder(classes ...ActionClass) (*AutonomyLadder, error) {
 	return l, nil
 }
 
-// SetClock replaces the ladder's clock (default: time.Now), against which
-// grant expiry and ceiling windows are measured. Call it before the ladder is
-// in use.
-func (l *AutonomyLadder) SetClock(now func() time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.now = now
-}
-
 // Grant adds or replaces a grant (by ID). Replacing a grant withdraws it from
 // steps already cleared under the old one: they will not start.
 func (l *AutonomyLadder) Grant(g Grant) error {
 	if g.ID == "" {
-		return &ConfigurationError{Problem: "a grant needs an id"}
+		return &ConfigurationError{Why: "a grant needs an id"}
 	}
 	if _, ok := l.classes[g.Class]; !ok {
-		return &ConfigurationError{Problem: fmt.Sprintf("grant %q names unknown action class %q", g.ID, g.Class)}
+		return &ConfigurationError{Why: fmt.Sprintf("grant %q names unknown action class %q", g.ID, g.Class)}
 	}
 	switch g.Level {
-	case LevelAskAlways, LevelActWithinLimits, LevelActAndReport:
+	case LevelAskAlways, LevelActWithinLimits, LevelActAndReport, LevelNever:
 	default:
-		return &ConfigurationError{Problem: fmt.Sprintf("grant %q has unknown level %q", g.ID, g.Level)}
+		return &ConfigurationError{Why: fmt.Sprintf("grant %q has unknown level %q", g.ID, g.Level)}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -192,18 +185,21 @@ type ladderDecision struct {
 // ceilings are cumulative within a plan. With a window, what finished is in
 // the window's own sum already (committed when it ran) and is not counted
 // twice.
-func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan, acted map[string]decimal.Decimal) ladderDecision {
+func (l *AutonomyLadder) decide(now time.Time, tenant, user, tool string, args []byte, inPlan, acted map[string]decimal.Decimal) ladderDecision {
 	c := l.byTool[tool]
 	d := ladderDecision{class: c.Name}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.now()
 	g := l.grantFor(tenant, user, c.Name, now)
 	if g == nil {
-		d.verdict, d.why = verdictRefuse, fmt.Sprintf("no live grant for class %q", c.Name)
+		d.verdict, d.why = verdictEscalate, fmt.Sprintf("no live grant for class %q", c.Name)
 		return d
 	}
 	d.grant = g
+	if g.Level == LevelNever {
+		d.verdict, d.why = verdictRefuse, fmt.Sprintf("the grant forbids class %q", c.Name)
+		return d
+	}
 	if g.Level == LevelAskAlways {
 		d.verdict, d.why = verdictEscalate, "the grant says ask always"
 		return d
@@ -243,7 +239,7 @@ func (l *AutonomyLadder) decide(tenant, user, tool string, args []byte, inPlan, 
 // amount against the grant's window. It fails if the grant was revoked,
 // replaced (a lower level or ceiling) or expired, or if other plans used up
 // the headroom since clearance.
-func (l *AutonomyLadder) commit(cleared *Grant, amount decimal.Decimal) error {
+func (l *AutonomyLadder) commit(now time.Time, cleared *Grant, amount decimal.Decimal) error {
 	grantID := cleared.ID
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -254,7 +250,6 @@ func (l *AutonomyLadder) commit(cleared *Grant, amount decimal.Decimal) error {
 	if g != cleared {
 		return fmt.Errorf("grant %q was replaced after the plan was cleared", grantID)
 	}
-	now := l.now()
 	if !g.Expires.IsZero() && !now.Before(g.Expires) {
 		return fmt.Errorf("grant %q expired", grantID)
 	}

@@ -13,10 +13,10 @@ import (
 
 // clearance is how one step was cleared to run.
 type clearance struct {
-	decision *ApprovalDecision // a person's, when one cleared it
-	grant    *Grant            // the autonomy grant it acts under, as cleared
-	class    string            // the grant's action class
-	amount   decimal.Decimal   // what it counts against the grant
+	decision *Decision       // a person's, when one cleared it
+	grant    *Grant          // the autonomy grant it acts under, as cleared
+	class    string          // the grant's action class
+	amount   decimal.Decimal // what it counts against the grant
 }
 
 // clear decides, before any step runs, every step that needs a grant or a
@@ -24,8 +24,8 @@ type clearance struct {
 // collected into one *ApprovalPendingError.
 //
 // acted holds what the plan's finished steps put against each grant.
-func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, acted map[string]decimal.Decimal, ev func(Event)) ([]clearance, error) {
-	d := &ex.cfg.Delegation
+func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, acted map[string]decimal.Decimal, ev func(Event)) ([]clearance, error) {
+	d := &r.d
 	clr := make([]clearance, len(v.steps))
 	inPlan := map[string]decimal.Decimal{}
 	var pending []ApprovalRequest
@@ -36,10 +36,10 @@ func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, acted 
 		s := &v.steps[i]
 		id, tool := s.step.ID, s.step.Tool
 		var why, class string
-		if ex.cfg.Ladder != nil {
-			if c, ok := ex.cfg.Ladder.Classify(tool); ok {
+		if r.ex.cfg.Ladder != nil {
+			if c, ok := r.ex.cfg.Ladder.Classify(tool); ok {
 				class = c.Name
-				dec := ex.cfg.Ladder.decide(d.Tenant, d.User, tool, s.args.canonical, inPlan, acted)
+				dec := r.ex.cfg.Ladder.decide(r.ex.cfg.Now(), d.Tenant, d.User, tool, s.args.canonical, inPlan, acted)
 				switch dec.verdict {
 				case verdictRefuse:
 					ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})
@@ -57,26 +57,26 @@ func (ex *Executor) clear(ctx context.Context, v *vplan, finished []bool, acted 
 		}
 		if why == "" {
 			switch {
-			case s.entry.contract.irreversible:
+			case s.tool.contract.irreversible:
 				why = "the tool is irreversible"
-			case s.entry.ask:
+			case s.tool.contract.approval:
 				why = "the agent requires approval for this tool"
 			default:
 				continue
 			}
 		}
-		if ex.cfg.Gate == nil {
-			return nil, &ConfigurationError{Tool: tool, Problem: "needs a person's approval but no approval gate is configured"}
+		if r.ex.cfg.Gate == nil {
+			return nil, &ConfigurationError{Tool: tool, Why: "needs a person's approval but no approval gate is configured"}
 		}
-		req, err := ex.approvalRequest(v, s, class, why)
+		req, err := r.approvalRequest(v, s, class, why)
 		if err != nil {
 			return nil, err
 		}
-		decision, err := ex.decision(ctx, req, ev)
+		decision, err := r.decision(ctx, req, ev)
 		if err != nil {
 			return nil, err
 		}
-		if decision.Status == ApprovalPending {
+		if decision.Status == Pending {
 			pending = append(pending, req)
 			continue
 		}
@@ -95,8 +95,8 @@ func grantID(g *Grant) string {
 	return g.ID
 }
 
-func (ex *Executor) approvalRequest(v *vplan, s *vstep, class, why string) (ApprovalRequest, error) {
-	d := &ex.cfg.Delegation
+func (r *Run) approvalRequest(v *vplan, s *vstep, class, why string) (ApprovalRequest, error) {
+	d := &r.d
 	argsDigest, err := canonjson.Digest(json.RawMessage(s.args.canonical))
 	if err != nil {
 		return ApprovalRequest{}, err
@@ -112,60 +112,60 @@ func (ex *Executor) approvalRequest(v *vplan, s *vstep, class, why string) (Appr
 		return ApprovalRequest{}, err
 	}
 	return ApprovalRequest{
-		RecordID: recordID, Tenant: d.Tenant, RunID: d.RunID, User: d.User, Agent: ex.cfg.Agent.Name,
+		ID: recordID, Tenant: d.Tenant, RunID: d.RunID, User: d.User, Agent: d.Agent,
 		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool, Intent: s.step.Intent,
-		Arguments: s.args.canonical, ArgumentsDigest: argsDigest, Irreversible: s.entry.contract.irreversible,
+		Arguments: s.args.canonical, ArgumentsDigest: argsDigest, Irreversible: s.tool.contract.irreversible,
 		Class: class, Why: why,
 	}, nil
 }
 
 // decision finds the recorded decision for req or asks the gate, and returns
 // a granted or pending decision, or the denial as an error.
-func (ex *Executor) decision(ctx context.Context, req ApprovalRequest, ev func(Event)) (ApprovalDecision, error) {
-	now := ex.cfg.Now()
-	deny := func(dec ApprovalDecision, why string, replayed bool) (ApprovalDecision, error) {
-		ev(Event{Kind: EventApprovalDenied, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: dec.Approver, Replayed: replayed, Detail: why})
-		return dec, &ApprovalDeniedError{Step: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: dec.Approver, Why: why}
+func (r *Run) decision(ctx context.Context, req ApprovalRequest, ev func(Event)) (Decision, error) {
+	now := r.ex.cfg.Now()
+	deny := func(dec Decision, why string, replayed bool) (Decision, error) {
+		ev(Event{Kind: EventApprovalDenied, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Approver: dec.Approver, Replayed: replayed, Detail: why})
+		return dec, &ApprovalDeniedError{Step: req.StepID, Tool: req.Tool, Request: req.ID, Approver: dec.Approver, Why: why}
 	}
-	recorded, err := ex.approvals.Decision(ctx, req.Tenant, req.RecordID)
+	recorded, err := r.ex.approvals.Decision(ctx, req.Tenant, req.ID)
 	switch {
-	case err == nil && recorded.Status == ApprovalGranted && !recorded.expired(now):
-		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: recorded.Approver, Replayed: true})
+	case err == nil && recorded.Status == Approved && !recorded.expired(now):
+		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Approver: recorded.Approver, Replayed: true})
 		return recorded, nil
-	case err == nil && recorded.Status == ApprovalDenied:
-		return deny(recorded, recorded.Reason, true)
+	case err == nil && recorded.Status == Denied:
+		return deny(recorded, recorded.Why, true)
 	case err != nil && !errors.Is(err, ErrNoRecord):
-		return ApprovalDecision{}, fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(req.StepID), err)
+		return Decision{}, fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(req.StepID), err)
 	}
-	ev(Event{Kind: EventApprovalRequired, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Detail: req.Why})
-	dec, err := ex.cfg.Gate.RequestApproval(ctx, req)
+	ev(Event{Kind: EventApprovalRequired, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Detail: req.Why})
+	dec, err := r.ex.cfg.Gate.RequestApproval(ctx, req)
 	if err != nil {
-		return ApprovalDecision{}, fmt.Errorf("planexec: asking approval for step %s: %w", quote(req.StepID), err)
+		return Decision{}, fmt.Errorf("planexec: asking approval for step %s: %w", quote(req.StepID), err)
 	}
-	if dec.RecordID != req.RecordID {
+	if dec.RequestID != req.ID {
 		return deny(dec, "the decision names another record, so it clears nothing", false)
 	}
 	if dec.DecidedAt.IsZero() {
 		dec.DecidedAt = now
 	}
 	switch dec.Status {
-	case ApprovalGranted:
+	case Approved:
 		if dec.expired(now) {
 			return deny(dec, "the decision had already expired", false)
 		}
-		if err := ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
-			return ApprovalDecision{}, fmt.Errorf("planexec: recording the approval of step %s: %w", quote(req.StepID), err)
+		if err := r.ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
+			return Decision{}, fmt.Errorf("planexec: recording the approval of step %s: %w", quote(req.StepID), err)
 		}
-		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID, Approver: dec.Approver})
+		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Approver: dec.Approver})
 		return dec, nil
-	case ApprovalPending:
-		ev(Event{Kind: EventApprovalPending, StepID: req.StepID, Tool: req.Tool, RecordID: req.RecordID})
+	case Pending:
+		ev(Event{Kind: EventApprovalPending, StepID: req.StepID, Tool: req.Tool, Request: req.ID})
 		return dec, nil
-	case ApprovalDenied:
-		if err := ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
-			return ApprovalDecision{}, fmt.Errorf("planexec: recording the denial of step %s: %w", quote(req.StepID), err)
+	case Denied:
+		if err := r.ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
+			return Decision{}, fmt.Errorf("planexec: recording the denial of step %s: %w", quote(req.StepID), err)
 		}
-		return deny(dec, dec.Reason, false)
+		return deny(dec, dec.Why, false)
 	default:
 		return deny(dec, fmt.Sprintf("unknown decision status %q", dec.Status), false)
 	}

@@ -29,10 +29,13 @@ import (
 // type or a failed rule refuses the step. Nothing is coerced, trimmed or
 // dropped. decimal.Decimal fields take JSON numbers exactly.
 //
-// A Contract is immutable and safe to share between executors.
+// A Contract is immutable and safe to share between executors. A tool carries
+// its own (see NewTool and Tool.Contract); NewContract builds one alone, for a
+// test that checks arguments against it.
 type Contract struct {
 	tool         string
 	irreversible bool
+	approval     bool // a person clears every step, whatever its effect
 	keyArgs      []string
 	typ          reflect.Type
 	dec          *strictjson.Decoder
@@ -42,7 +45,7 @@ type Contract struct {
 	deref        func(any) any
 }
 
-// ContractOption configures a contract.
+// ContractOption says what a contract says beyond its argument type.
 type ContractOption func(*Contract)
 
 // Irreversible marks a tool whose effect cannot be undone (a booking, a
@@ -58,10 +61,14 @@ func KeyArguments(names ...string) ContractOption {
 	return func(c *Contract) { c.keyArgs = append(c.keyArgs, names...) }
 }
 
+// RequireApproval sends every step of the tool to a person, even when its
+// effect can be undone and no autonomy class covers it.
+func RequireApproval() ContractOption { return func(c *Contract) { c.approval = true } }
+
 // NewContract declares the contract of tool: its arguments are a T, a struct.
 // It returns a *ConfigurationError if T cannot be decoded strictly (an
 // interface field, a map with non-string keys, a channel) or a key argument
-// names no field of T.
+// names no field of T. NewTool builds a tool's contract this way.
 func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) {
 	c := &Contract{
 		tool:     tool,
@@ -73,49 +80,39 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 		o(c)
 	}
 	if tool == "" {
-		return nil, &ConfigurationError{Problem: "a contract needs a tool name"}
+		return nil, &ConfigurationError{Why: "a tool needs a name"}
 	}
 	if c.typ.Kind() != reflect.Struct {
-		return nil, &ConfigurationError{Tool: tool, Problem: fmt.Sprintf("arguments are a JSON object, so the contract type must be a struct, not %s", c.typ)}
+		return nil, &ConfigurationError{Tool: tool, Why: fmt.Sprintf("arguments are a JSON object, so the contract type must be a struct, not %s", c.typ)}
 	}
 	dec, err := strictjson.For(c.typ)
 	if err != nil {
-		return nil, &ConfigurationError{Tool: tool, Problem: err.Error()}
+		return nil, &ConfigurationError{Tool: tool, Why: err.Error()}
 	}
 	c.dec = dec
 	fields := topLevelFields(c.typ)
 	for _, k := range c.keyArgs {
 		if !slices.Contains(fields, k) {
-			return nil, &ConfigurationError{Tool: tool, Problem: fmt.Sprintf("key argument %q is not an argument of %s", k, c.typ)}
+			return nil, &ConfigurationError{Tool: tool, Why: fmt.Sprintf("key argument %q is not an argument of %s", k, c.typ)}
 		}
 	}
 	if c.schema, c.strict, err = strictSchema(c.typ, tool); err != nil {
-		return nil, &ConfigurationError{Tool: tool, Problem: "cannot generate its JSON Schema: " + err.Error()}
+		return nil, &ConfigurationError{Tool: tool, Why: "cannot generate its JSON Schema: " + err.Error()}
 	}
 	return c, nil
 }
 
-// MustContract is NewContract for package-level declarations: it panics on
-// error.
-func MustContract[T any](tool string, opts ...ContractOption) *Contract {
-	c, err := NewContract[T](tool, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return c
-}
-
 // Tool is the name of the tool the contract is for.
 func (c *Contract) Tool() string { return c.tool }
+
+// RequiresApproval reports whether a person clears every step of the tool.
+func (c *Contract) RequiresApproval() bool { return c.approval }
 
 // Irreversible reports whether the tool's effect cannot be undone.
 func (c *Contract) Irreversible() bool { return c.irreversible }
 
 // KeyArguments are the arguments the idempotency key digests; nil means all.
 func (c *Contract) KeyArguments() []string { return slices.Clone(c.keyArgs) }
-
-// ArgumentType is the Go type the tool is called with.
-func (c *Contract) ArgumentType() reflect.Type { return c.typ }
 
 // Schema is the JSON Schema of the arguments, strict-mode ready: every
 // property is listed as required (optional ones accept null) and no object
@@ -130,6 +127,16 @@ func (c *Contract) Schema() json.RawMessage { return c.schema }
 // planner asks the model for the plan without strict enforcement; the
 // executor validates it in full either way.
 func (c *Contract) Strict() bool { return c.strict }
+
+// Check holds arguments to the contract as validation would, without an
+// executor: it returns nil, or a *PlanValidationError with ReasonArguments
+// naming the tool and every violation. Limits are the defaults.
+func (c *Contract) Check(arguments json.RawMessage) error {
+	if _, vs := c.decode(arguments, Limits{}.withDefaults()); vs != nil {
+		return &PlanValidationError{Reason: ReasonArguments, Tool: c.tool, Violations: vs}
+	}
+	return nil
+}
 
 // decoded is one step's arguments after its contract accepted them.
 type decoded struct {
@@ -152,7 +159,7 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	}
 	canon, err := canonjson.Marshal(ptr)
 	if err != nil {
-		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
+		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
 	d := decoded{value: c.deref(ptr), canonical: canon, keyJSON: canon}
 	if len(c.keyArgs) == 0 {
@@ -160,14 +167,14 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	}
 	var whole map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &whole); err != nil {
-		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
+		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
 	picked := make(map[string]json.RawMessage, len(c.keyArgs))
 	var missing []Violation
 	for _, k := range c.keyArgs {
 		v, ok := whole[k]
 		if !ok || bytes.Equal(v, []byte("null")) {
-			missing = append(missing, Violation{Path: "/" + strictjson.Segment(k), Problem: "key argument missing: the step would run without an idempotency key"})
+			missing = append(missing, Violation{Path: "/" + strictjson.Segment(k), Why: "key argument missing: the step would run without an idempotency key"})
 			continue
 		}
 		picked[k] = v
@@ -176,7 +183,7 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 		return decoded{}, missing
 	}
 	if d.keyJSON, err = canonjson.Marshal(picked); err != nil {
-		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
+		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
 	return d, nil
 }
@@ -205,7 +212,7 @@ func ruleViolations(err error) []Violation {
 	}
 	var ves validator.ValidationErrors
 	if !errors.As(err, &ves) {
-		return []Violation{{Problem: "cannot be validated"}}
+		return []Violation{{Why: "cannot be validated"}}
 	}
 	out := make([]Violation, 0, min(len(ves), strictjson.MaxViolations))
 	for _, fe := range ves[:min(len(ves), strictjson.MaxViolations)] {
@@ -213,7 +220,7 @@ func ruleViolations(err error) []Violation {
 		if fe.Param() != "" {
 			rule += "=" + fe.Param()
 		}
-		out = append(out, Violation{Path: namespacePointer(fe.Namespace()), Problem: "fails rule " + rule})
+		out = append(out, Violation{Path: namespacePointer(fe.Namespace()), Why: "fails rule " + rule})
 	}
 	return out
 }

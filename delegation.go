@@ -2,35 +2,28 @@ package planexec
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
 
-// Agent is who acts. For an executor, Tools is the allowlist: the tools the
-// agent may call (an empty list allows none, and the executor refuses to be
-// built with it). For a planner, the agent must declare no tools at all.
+// Agent is the planning agent: who writes plans, and how it is told to. It
+// has no tools to declare: a planner holds none, by construction. The tools
+// a plan may use are the executor's, narrowed per run by the delegation.
 type Agent struct {
 	Name string
-	// Instructions frame the planner's task (a planning agent only).
+	// Instructions frame the planner's task, after planexec's own.
 	Instructions string
-	// Tools an executing agent may call; a planning agent must leave it empty.
-	Tools []string
-	// ApprovalRequired lists tools whose steps go to a person even when they
-	// are reversible and no autonomy class covers them.
-	ApprovalRequired []string
-	// Output is a value of the type the agent produces. A planning agent
-	// produces a Plan: leave it nil or set Plan{} or &Plan{}.
-	Output any
 }
 
 // Delegation is the authority a run acts under: whose it is and what it may
 // touch. A child delegation only narrows (see Delegate).
 type Delegation struct {
 	// RunID identifies the run; plan records and idempotency keys are scoped
-	// by it. Default: a new UUID when the executor is built.
+	// by it. Default: a new UUID when the run is made.
 	RunID string
 	// Tenant scopes every record; one tenant never sees another's.
 	Tenant string
@@ -38,8 +31,8 @@ type Delegation struct {
 	User string
 	// Agent is the agent the authority was delegated to.
 	Agent string
-	// Scope lists the tools delegated. nil places no limit beyond the agent's
-	// allowlist; an empty, non-nil scope allows nothing.
+	// Scope lists the tools delegated. nil allows every tool the executor
+	// has; an empty, non-nil scope allows nothing.
 	Scope []string
 	// Expires ends the delegation; zero never expires. It is checked again
 	// just before each step runs.
@@ -51,21 +44,21 @@ type Delegation struct {
 // Delegate returns a child delegation for agent that may touch at most scope
 // until at most expires. The child is a run of its own (a new RunID, with
 // Parent naming this one), for the same tenant and user. Asking for a tool
-// outside the parent's scope, or for a later expiry, is an error: children
-// only narrow.
+// outside the parent's scope, or for a later expiry, is a *DelegationError:
+// children only narrow.
 func (d Delegation) Delegate(agent string, scope []string, expires time.Time) (Delegation, error) {
 	if d.Scope != nil {
 		if scope == nil {
-			return Delegation{}, fmt.Errorf("planexec: a child of a scoped delegation needs a scope")
+			return Delegation{}, &DelegationError{RunID: d.RunID, Why: "a child of a scoped delegation needs a scope"}
 		}
 		for _, t := range scope {
 			if !slices.Contains(d.Scope, t) {
-				return Delegation{}, fmt.Errorf("planexec: tool %s is outside the parent's scope: a child delegation only narrows", quote(t))
+				return Delegation{}, &DelegationError{RunID: d.RunID, Tool: t, Why: "the tool is outside the parent's scope: a child delegation only narrows"}
 			}
 		}
 	}
 	if !d.Expires.IsZero() && (expires.IsZero() || expires.After(d.Expires)) {
-		return Delegation{}, fmt.Errorf("planexec: a child delegation cannot outlive its parent (%s)", d.Expires.Format(time.RFC3339))
+		return Delegation{}, &DelegationError{RunID: d.RunID, Why: "a child delegation cannot outlive its parent (" + d.Expires.Format(time.RFC3339) + ")"}
 	}
 	c := d
 	c.RunID, c.Parent = uuid.NewString(), d.RunID
@@ -78,6 +71,35 @@ func (d Delegation) Delegate(agent string, scope []string, expires time.Time) (D
 // allows reports whether the delegation covers tool.
 func (d *Delegation) allows(tool string) bool {
 	return d.Scope == nil || slices.Contains(d.Scope, tool)
+}
+
+// check refuses a delegation whose names could not be stored and shown
+// faithfully: run id, tenant, user and agent must be valid UTF-8 without
+// control characters (two ids that differ only in invalid bytes would share
+// keys and approvals). It fills in a missing run id.
+func (d *Delegation) check() error {
+	if d.RunID == "" {
+		d.RunID = uuid.NewString()
+	}
+	for _, f := range [...]struct{ name, v string }{{"run id", d.RunID}, {"tenant", d.Tenant}, {"user", d.User}, {"agent", d.Agent}, {"parent", d.Parent}} {
+		if why := nameProblem(f.v); why != "" {
+			return &DelegationError{RunID: clip(d.RunID, 64), Why: "the " + f.name + " " + why}
+		}
+	}
+	return nil
+}
+
+// nameProblem says what makes s unfit as an id, or "".
+func nameProblem(s string) string {
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return "holds a control character"
+		}
+	}
+	return ""
 }
 
 // expired reports whether the delegation has ended at now.

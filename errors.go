@@ -1,43 +1,7 @@
 package planexec
 
-// The error taxonomy, in one place.
-//
-// Every error planexec returns is one of these, possibly wrapped; ask with
-// errors.As for the type and errors.Is for the sentinels and reasons.
-//
-//   - *PlanValidationError: the plan was refused before anything ran. Its
-//     Reason says why; errors.Is(err, ReasonCycle) and the like work.
-//     Reason "replan" wraps the last refusal.
-//
-//     var pv *planexec.PlanValidationError
-//     if errors.As(err, &pv) { log.Print(pv.Reason, pv.Step, pv.Tool, pv.Violations) }
-//
-//   - *ConfigurationError: the executor or planner was built wrongly (a tool
-//     without a contract, a planner agent holding tools, no gate where a person
-//     must decide, no plan store for Resume). Fix the code, not the input.
-//   - *AutonomyRefusedError: the autonomy ladder refused a step: during
-//     clearance (nothing ran) or, with AtDispatch, just before the step ran.
-//   - *ApprovalDeniedError: a person (or an expired decision) did not clear a
-//     step. When it happens during clearance, nothing ran.
-//   - *ApprovalPendingError: a gate answered "pending". Nothing ran; the plan
-//     is stored (Stored) so Resume goes on once the decision exists.
-//   - *IndeterminateOutcomeError: nobody can say yet whether a step's effect
-//     happened (another holder has it in flight, or an irreversible tool failed
-//     without saying its effect did not land; it then wraps the *StepError).
-//     The step is not run again until Executor.Resolve settles its Key.
-//   - *StepError: a tool returned an error; it wraps the tool's error.
-//   - *DelegationError: the delegation expired, was revoked, or no longer
-//     covers a tool when a step was about to run.
-//   - ErrNotApplied: wrap it in a tool's error to promise that the effect did
-//     not happen, so an irreversible step may be tried again.
-//   - ErrNoRecord: a store has no record of what was asked.
-//   - ErrFenced: a store refused a write from a holder whose claim was taken over.
-//   - ErrClaimHeld: a store refused to resolve a key whose holder's lease is live.
-//   - ErrCompleted: a store refused to resolve a key already recorded as done.
-//   - *StoreError: a durable store could not do what was asked (the database
-//     is down, a connection dropped, a record cannot be read). Nothing was
-//     recorded as done that was not done: retry later with Resume. It wraps
-//     ErrNewerRecord or ErrCorruptRecord when a record is the problem.
+// The error taxonomy is described in the package documentation (doc.go),
+// where godoc shows it.
 
 import (
 	"errors"
@@ -73,12 +37,15 @@ var ErrCorruptRecord = errors.New("planexec: corrupt record")
 // recorded as done that was not done: when the database is back, Resume
 // finishes the plan.
 type StoreError struct {
-	Store string // "sqlite", "postgres"
+	Store string // "sqlite", "postgres"; "" when the executor found the problem in what a store returned
 	Op    string
 	Err   error
 }
 
 func (e *StoreError) Error() string {
+	if e.Store == "" {
+		return fmt.Sprintf("planexec: store: %s: %v", e.Op, e.Err)
+	}
 	return fmt.Sprintf("planexec: %s store: %s: %v", e.Store, e.Op, e.Err)
 }
 
@@ -90,9 +57,29 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // the effect run twice.
 var ErrCompleted = errors.New("planexec: the effect is already recorded as done")
 
-// ErrClaimHeld reports an attempt to resolve a key that a live holder still
-// has in flight: its outcome is about to be known, not in doubt.
-var ErrClaimHeld = errors.New("planexec: the claim is held by a live holder")
+// ErrInFlight reports a step whose key a live holder has in flight: its
+// outcome is about to be known. Wait and try again; do not resolve it.
+// An *IndeterminateOutcomeError for such a step matches it with errors.Is,
+// and so does an attempt to resolve its key.
+var ErrInFlight = errors.New("planexec: in flight with a live holder")
+
+// ErrInDoubt reports a step whose effect may or may not have landed: an
+// irreversible tool failed without promising ErrNotApplied, or its holder
+// vanished. It does not run again until someone who knows resolves its key
+// (Run.Resolve). An *IndeterminateOutcomeError for such a step matches it
+// with errors.Is.
+var ErrInDoubt = errors.New("planexec: outcome in doubt")
+
+// ErrRunBusy reports a run asked to execute while it is already executing:
+// one Run executes one plan at a time.
+var ErrRunBusy = errors.New("planexec: the run is already executing")
+
+// ErrNoOutcome reports a step that has no outcome to read: it did not finish.
+var ErrNoOutcome = errors.New("planexec: the step has no outcome")
+
+// ErrInvalidDecision reports a decision that cannot be recorded: it names no
+// request, or is neither approved nor denied.
+var ErrInvalidDecision = errors.New("planexec: invalid decision")
 
 // ErrFenced reports a write from a holder whose claim was since taken over (its
 // epoch is stale). The write is refused so it cannot overwrite the newer one.
@@ -142,10 +129,10 @@ func (r Reason) Error() string { return string(r) }
 
 // Violation is one thing wrong with a plan or its arguments, at a JSON Pointer
 // (RFC 6901) path: into a step's arguments for ReasonArguments, into the plan
-// otherwise. Problem never contains a value from the payload.
+// otherwise. Why never contains a value from the payload.
 type Violation struct {
-	Path    string `json:"path"`
-	Problem string `json:"problem"`
+	Path string `json:"path"`
+	Why  string `json:"why"`
 }
 
 func (v Violation) String() string {
@@ -153,7 +140,7 @@ func (v Violation) String() string {
 	if p == "" {
 		p = "(root)"
 	}
-	return p + ": " + v.Problem
+	return p + ": " + v.Why
 }
 
 // PlanValidationError refuses a whole plan. Nothing ran.
@@ -236,15 +223,15 @@ func (e *PlanValidationError) LogValue() slog.Value {
 // not be safe. It is returned where the thing is built, not on the run that
 // matters.
 type ConfigurationError struct {
-	Tool    string // the tool concerned, if any
-	Problem string
+	Tool string // the tool concerned, if any
+	Why  string
 }
 
 func (e *ConfigurationError) Error() string {
 	if e.Tool != "" {
-		return fmt.Sprintf("planexec: configuration: tool %s: %s", quote(e.Tool), e.Problem)
+		return fmt.Sprintf("planexec: configuration: tool %s: %s", quote(e.Tool), e.Why)
 	}
-	return "planexec: configuration: " + e.Problem
+	return "planexec: configuration: " + e.Why
 }
 
 // AutonomyRefusedError reports that the autonomy ladder refused a step.
@@ -271,7 +258,7 @@ func (e *AutonomyRefusedError) Error() string {
 // expired or named another record.
 type ApprovalDeniedError struct {
 	Step, Tool string
-	RecordID   string
+	Request    string
 	Approver   string
 	Why        string
 }
@@ -312,9 +299,13 @@ func (e *ApprovalPendingError) Error() string {
 
 // IndeterminateOutcomeError reports a step whose effect nobody can vouch for
 // yet: another holder has its key in flight, or an irreversible tool failed
-// without saying the effect did not land. The step was not run again. Resolve
-// the key (Executor.Resolve) once the real outcome is known.
+// without saying the effect did not land. The step was not run again.
+//
+// errors.Is tells the two apart: ErrInFlight (wait: the holder's outcome is
+// about to be known) or ErrInDoubt (resolve the key with Run.Resolve once the
+// real outcome is known).
 type IndeterminateOutcomeError struct {
+	RunID      string
 	Step, Tool string
 	Key        Key
 	Holder     string
@@ -329,6 +320,11 @@ type IndeterminateOutcomeError struct {
 
 // Unwrap returns the failure that left the step in doubt.
 func (e *IndeterminateOutcomeError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrInDoubt (InDoubt) or ErrInFlight (not).
+func (e *IndeterminateOutcomeError) Is(target error) bool {
+	return (target == ErrInDoubt && e.InDoubt) || (target == ErrInFlight && !e.InDoubt)
+}
 
 func (e *IndeterminateOutcomeError) Error() string {
 	if e.InDoubt {
@@ -361,8 +357,10 @@ func (e *StepError) Error() string {
 // Unwrap returns the tool's error.
 func (e *StepError) Unwrap() error { return e.Err }
 
-// DelegationError reports a delegation that no longer covers a step when it is
-// about to run: expired, revoked, or narrowed.
+// DelegationError reports a delegation that cannot be acted under: it names
+// ids that cannot be stored faithfully, it asks to widen its parent, or it no
+// longer covers a step (expired, revoked, narrowed). Step is set when a step
+// was about to run; nothing ran that it names.
 type DelegationError struct {
 	RunID, Step, Tool string
 	Why               string
@@ -370,8 +368,14 @@ type DelegationError struct {
 }
 
 func (e *DelegationError) Error() string {
-	return fmt.Sprintf("planexec: delegation of run %s does not cover step %s (tool %s): %s",
-		quote(e.RunID), quote(e.Step), quote(e.Tool), e.Why)
+	switch {
+	case e.Step != "":
+		return fmt.Sprintf("planexec: delegation of run %s does not cover step %s (tool %s): %s",
+			quote(e.RunID), quote(e.Step), quote(e.Tool), e.Why)
+	case e.Tool != "":
+		return fmt.Sprintf("planexec: delegation of run %s: tool %s: %s", quote(e.RunID), quote(e.Tool), e.Why)
+	}
+	return fmt.Sprintf("planexec: delegation of run %s: %s", quote(e.RunID), e.Why)
 }
 
 // Unwrap returns the error of a revocation check, if any.

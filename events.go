@@ -20,7 +20,7 @@ const (
 	EventAutonomyCleared   EventKind = "AUTONOMY_CLEARED"   // the ladder cleared a step to act under a grant (Grant, Level)
 	EventAutonomyEscalated EventKind = "AUTONOMY_ESCALATED" // the ladder sent a step to the approval gate
 	EventAutonomyRefused   EventKind = "AUTONOMY_REFUSED"   // the ladder refused a step; nothing runs
-	EventApprovalRequired  EventKind = "APPROVAL_REQUIRED"  // a person is asked (RecordID)
+	EventApprovalRequired  EventKind = "APPROVAL_REQUIRED"  // a person is asked (Request)
 	EventApprovalGranted   EventKind = "APPROVAL_GRANTED"   // cleared by Approver (Replayed: from a recorded decision)
 	EventApprovalDenied    EventKind = "APPROVAL_DENIED"    // not cleared; nothing runs
 	EventApprovalPending   EventKind = "APPROVAL_PENDING"   // the decision is not made yet; the plan is stored
@@ -35,7 +35,7 @@ const (
 
 // Event is one entry of the record. Fields that do not apply are zero.
 type Event struct {
-	// Seq numbers the executor's events from 1, in the order they happened.
+	// Seq numbers the run's events from 1, in the order they happened.
 	Seq      int64
 	Kind     EventKind
 	Time     time.Time
@@ -55,8 +55,8 @@ type Event struct {
 	Usage     *llm.Usage
 	Model     string
 	RequestID string
-	// RecordID is the approval record, for approval events.
-	RecordID string
+	// Request is the approval request's id, for approval events.
+	Request  string
 	Approver string
 	// Grant and Level name the autonomy grant, for AUTONOMY_ events.
 	Grant string
@@ -71,29 +71,63 @@ type Event struct {
 	Detail string
 }
 
-// Observer sees each event as it happens, in order. It is called
-// synchronously while the executor holds its record lock: keep it quick and do
-// not call back into the executor.
+// Observer sees each event as it happens, in the order of the run's record.
+// It is called outside the executor's locks, one event at a time per run: it
+// may read the run (Run.Events, Run.Usage) and even act on it; an event such
+// an act records is delivered after the observer returns. It runs on the
+// goroutine that recorded the event, so a slow observer slows the run.
 type Observer func(Event)
 
-// record is the executor's ordered event log.
+// record is one run's ordered event log. Events are appended under mu and
+// handed to the observers outside it, in order: whoever appends while no one
+// is delivering becomes the deliverer and drains what is queued.
 type record struct {
-	mu       sync.Mutex
-	events   []Event
-	observer Observer
-	now      func() time.Time
+	mu         sync.Mutex
+	events     []Event
+	delivered  int  // events[:delivered] have been handed to the observers
+	delivering bool // some goroutine is draining events[delivered:]
+	observers  []Observer
+	now        func() time.Time
 }
 
 func (r *record) emit(e Event) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	e.Seq = int64(len(r.events) + 1)
 	if e.Time.IsZero() {
 		e.Time = r.now()
 	}
 	r.events = append(r.events, e)
-	if r.observer != nil {
-		r.observer(e)
+	if len(r.observers) == 0 || r.delivering {
+		r.mu.Unlock()
+		return
+	}
+	r.delivering = true
+	for r.delivered < len(r.events) {
+		next := r.events[r.delivered]
+		r.delivered++
+		r.mu.Unlock()
+		r.deliver(next)
+		r.mu.Lock()
+	}
+	r.delivering = false
+	r.mu.Unlock()
+}
+
+// deliver hands e to each observer. A panicking observer is a bug in the
+// caller's code and panics on; the record stays usable.
+func (r *record) deliver(e Event) {
+	for _, o := range r.observers {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					r.mu.Lock()
+					r.delivering = false
+					r.mu.Unlock()
+					panic(p)
+				}
+			}()
+			o(e)
+		}()
 	}
 }
 
@@ -107,7 +141,5 @@ func (r *record) reserve(n int) {
 func (r *record) snapshot() []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Event, len(r.events))
-	copy(out, r.events)
-	return out
+	return slices.Clone(r.events)
 }

@@ -6,53 +6,45 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
-	"slices"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
-
-	"github.com/planexec/planexec/llm"
 )
 
-// Config builds an Executor. Only Tools, Contracts and Agent are required.
+// Config builds an Executor. Every field but Tools is optional.
 type Config struct {
-	// Tools is the registry of callable tools.
-	Tools []Tool
-	// Contracts declares what each tool takes; every tool needs exactly one.
-	Contracts []*Contract
-	// Agent is who acts; Agent.Tools is the allowlist.
-	Agent Agent
-	// Delegation is the authority the run acts under. Default: a new run id,
-	// no tenant, no scope limit, no expiry.
-	Delegation Delegation
-	// Ladder decides the steps of classified tools; nil leaves every step to
-	// its contract and the agent's ApprovalRequired list.
+	// Tools a plan may call, each with its contract (see NewTool). A run's
+	// delegation may narrow them (Delegation.Scope).
+	Tools []*Tool
+	// Store keeps what a run must not lose: plans and step records (a
+	// PlanStore), and, where the store implements them, idempotency claims
+	// (IdempotencyStore), decisions (ApprovalStore), and a step's claim and
+	// record in one transaction (StepStore). Default: none; nothing is kept
+	// past the process and no step is deduplicated.
+	Store PlanStore
+	// Ladder decides the steps of classified tools. Default: none; every
+	// step is decided by its contract (Irreversible, RequireApproval).
 	Ladder *AutonomyLadder
-	// Gate asks a person. NewExecutor requires one when an allowed tool is
-	// irreversible or approval-required and no autonomy class covers it; a
-	// ladder that escalates with no gate fails at Execute with a
+	// Gate asks a person. NewExecutor requires one when a tool is
+	// irreversible or requires approval and no autonomy class covers it; a
+	// ladder that escalates with no gate fails the run with a
 	// *ConfigurationError.
 	Gate ApprovalGate
-	// Approvals keeps decisions so a resume never asks twice. Default: the
-	// plan store, when it is also an ApprovalStore (MemoryPlanStore and the
-	// durable stores are); otherwise in memory, for this executor only.
-	Approvals ApprovalStore
-	// Plans keeps plans and step results for Resume. Default: none.
-	Plans PlanStore
-	// Idempotency keeps one claim per effect. Default: none (no step is
-	// deduplicated).
-	Idempotency IdempotencyStore
 	// Authorizer is asked before each step whether the delegation still
 	// covers it (revocation). Default: none.
 	Authorizer Authorizer
-	// Observer sees events live. Default: none; Events reads them after.
+	// Observer sees every run's events live. Default: none; Run.Events reads
+	// them after, and WithObserver watches one run.
 	Observer Observer
-	// Concurrency bounds how many steps run at once; 1 runs them one at a
-	// time in dependency order. Default: 8.
+	// Concurrency bounds how many steps of one run run at once; 1 runs them
+	// one at a time in dependency order. Default: Limits.MaxSteps (24), so no
+	// plan the limits accept waits on the bound: tools are mostly remote
+	// calls, and a plan's width is its own business.
 	Concurrency int
-	// MaxReplans bounds how many times Planned asks again after a refusal.
+	// MaxReplans bounds how many times Run.Plan asks again after a refusal.
 	// Default: 2; NoReplans asks once only.
 	MaxReplans int
 	// Limits bound what validation accepts. Zero fields take their defaults.
@@ -61,7 +53,7 @@ type Config struct {
 	// renewed while the tool runs. Default: 1 minute.
 	Lease time.Duration
 	// Holder names this executor in idempotency claims. Default: host name,
-	// process id and a random suffix.
+	// process id and a random suffix. Each execution adds its own suffix.
 	Holder string
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
@@ -70,113 +62,55 @@ type Config struct {
 // NoReplans, as Config.MaxReplans, asks the planner once and never again.
 const NoReplans = -1
 
-// Executor validates plans, clears them, and runs them. It acts for one
-// delegation (one run); build one per run. Building one is cheap: the costly
-// parts, the contracts, are built once and shared.
-//
-// An Executor is safe for concurrent use, but its methods act on one run:
-// call Execute or Resume one at a time.
+// Executor holds what runs share: the tools, the store and the policy. Build
+// one per process; it is safe for concurrent use by any number of runs (see
+// Executor.Run).
 type Executor struct {
-	cfg       Config
-	tools     map[string]*entry
-	catalog   []ToolSpec
+	cfg     Config
+	tools   map[string]*Tool
+	catalog []ToolSpec // every tool, in Config.Tools order
+
+	// The store's capabilities, found on Config.Store.
+	plans     PlanStore
+	claims    IdempotencyStore
 	approvals ApprovalStore
-	steps     StepStore // when Plans and Idempotency are one StepStore
-	rec       record
-	usage     llm.Usage
+	steps     StepStore // a step's claim and record in one transaction
+
+	executions atomic.Uint64 // numbers executions, to name their holders
 }
 
-// entry is one registered tool with its contract.
-type entry struct {
-	tool     Tool
-	contract *Contract
-	allowed  bool // by the agent's allowlist and the delegation's scope
-	ask      bool // in the agent's ApprovalRequired list
-}
-
-// NewExecutor checks cfg and builds an executor. A tool without a contract, a
-// contract for a tool nothing registers, a tool whose Go argument type differs
-// from its contract's, an allowlist naming an unknown tool, or an
-// irreversible tool with no gate to clear it is a *ConfigurationError naming
-// the tool.
+// NewExecutor checks cfg and builds an executor. A nil tool, two tools with
+// one name, or a tool that needs a person's approval with no gate to ask is a
+// *ConfigurationError naming the tool. An executor with no tools is allowed:
+// it can still decide, resolve and forget runs in its store.
 func NewExecutor(cfg Config) (*Executor, error) {
-	ex := &Executor{tools: make(map[string]*entry, len(cfg.Tools))}
+	ex := &Executor{tools: make(map[string]*Tool, len(cfg.Tools))}
 	for _, t := range cfg.Tools {
-		if t.name == "" || t.call == nil {
-			return nil, &ConfigurationError{Problem: "a tool without a name; build tools with NewTool"}
+		if t == nil || t.contract == nil {
+			return nil, &ConfigurationError{Why: "a nil tool; build tools with NewTool"}
 		}
 		if _, dup := ex.tools[t.name]; dup {
-			return nil, &ConfigurationError{Tool: t.name, Problem: "is registered twice"}
+			return nil, &ConfigurationError{Tool: t.name, Why: "is registered twice"}
 		}
-		ex.tools[t.name] = &entry{tool: t}
-	}
-	for _, c := range cfg.Contracts {
-		if c == nil {
-			return nil, &ConfigurationError{Problem: "a nil contract"}
-		}
-		e, ok := ex.tools[c.tool]
-		if !ok {
-			return nil, &ConfigurationError{Tool: c.tool, Problem: "has a contract but no tool registers it"}
-		}
-		if e.contract != nil {
-			return nil, &ConfigurationError{Tool: c.tool, Problem: "has two contracts"}
-		}
-		if e.tool.argType != c.typ {
-			return nil, &ConfigurationError{Tool: c.tool, Problem: fmt.Sprintf("takes %s but its contract declares %s", e.tool.argType, c.typ)}
-		}
-		e.contract = c
-	}
-	for _, t := range cfg.Tools {
-		if ex.tools[t.name].contract == nil {
-			return nil, &ConfigurationError{Tool: t.name, Problem: "has no contract, so nothing could check its arguments"}
-		}
-	}
-	if len(cfg.Agent.Tools) == 0 {
-		return nil, &ConfigurationError{Problem: fmt.Sprintf("agent %q allows no tool: list the tools it may call in Agent.Tools", cfg.Agent.Name)}
-	}
-	for _, name := range cfg.Agent.ApprovalRequired {
-		e, ok := ex.tools[name]
-		if !ok {
-			return nil, &ConfigurationError{Tool: name, Problem: "is in the agent's ApprovalRequired list but no tool registers it"}
-		}
-		e.ask = true
-	}
-	if cfg.Delegation.RunID == "" {
-		cfg.Delegation.RunID = uuid.NewString()
-	}
-	for _, name := range cfg.Agent.Tools {
-		e, ok := ex.tools[name]
-		if !ok {
-			return nil, &ConfigurationError{Tool: name, Problem: "is in the agent's allowlist but no tool registers it"}
-		}
-		if e.allowed || !cfg.Delegation.allows(name) {
-			continue
-		}
-		e.allowed = true
+		ex.tools[t.name] = t
 		classified := false
 		if cfg.Ladder != nil {
-			_, classified = cfg.Ladder.Classify(name)
+			_, classified = cfg.Ladder.Classify(t.name)
 		}
-		if cfg.Gate == nil && !classified && (e.contract.irreversible || e.ask) {
-			return nil, &ConfigurationError{Tool: name, Problem: "needs a person's approval but no approval gate is configured"}
+		if cfg.Gate == nil && !classified && (t.contract.irreversible || t.contract.approval) {
+			return nil, &ConfigurationError{Tool: t.name, Why: "needs a person's approval but no approval gate is configured"}
 		}
-		ex.catalog = append(ex.catalog, ToolSpec{
-			Name:         name,
-			Description:  e.tool.description,
-			Irreversible: e.contract.irreversible,
-			Schema:       e.contract.schema,
-			Strict:       e.contract.strict,
-		})
+		ex.catalog = append(ex.catalog, t.spec())
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 8
+		cfg.Concurrency = cfg.Limits.MaxSteps
 	}
 	if cfg.MaxReplans == 0 {
 		cfg.MaxReplans = 2
 	} else if cfg.MaxReplans < 0 {
 		cfg.MaxReplans = 0
 	}
-	cfg.Limits = cfg.Limits.withDefaults()
 	if cfg.Lease <= 0 {
 		cfg.Lease = time.Minute
 	}
@@ -187,39 +121,29 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if ss, ok := cfg.Plans.(StepStore); ok && cfg.Idempotency != nil && reflect.TypeOf(cfg.Plans).Comparable() && any(cfg.Plans) == any(cfg.Idempotency) {
-		ex.steps = ss
-	}
-	if len(ex.catalog) == 0 {
-		return nil, &ConfigurationError{Problem: fmt.Sprintf("the delegation's scope leaves agent %q no tool to plan with", cfg.Agent.Name)}
-	}
-	ex.approvals = cfg.Approvals
-	if ex.approvals == nil {
-		ex.approvals, _ = cfg.Plans.(ApprovalStore)
+	if cfg.Store != nil {
+		ex.plans = cfg.Store
+		ex.claims, _ = cfg.Store.(IdempotencyStore)
+		ex.approvals, _ = cfg.Store.(ApprovalStore)
+		ex.steps, _ = cfg.Store.(StepStore)
 	}
 	if ex.approvals == nil {
-		ex.approvals = &MemoryApprovalStore{}
+		ex.approvals = &decisions{}
 	}
 	ex.cfg = cfg
-	ex.rec = record{observer: cfg.Observer, now: cfg.Now}
 	return ex, nil
 }
 
-// RunID is the run this executor acts for.
-func (ex *Executor) RunID() string { return ex.cfg.Delegation.RunID }
+// spec describes t to a planner.
+func (t *Tool) spec() ToolSpec {
+	return ToolSpec{Name: t.name, Description: t.description, Irreversible: t.contract.irreversible,
+		Schema: t.contract.schema, Strict: t.contract.strict}
+}
 
-// Catalog describes the tools a plan may use: those in the agent's allowlist
-// that the delegation covers, in allowlist order.
-func (ex *Executor) Catalog() []ToolSpec { return slices.Clone(ex.catalog) }
-
-// Events returns the record so far, in order.
-func (ex *Executor) Events() []Event { return ex.rec.snapshot() }
-
-// Usage is the token usage of every planning call this executor made.
-func (ex *Executor) Usage() llm.Usage {
-	ex.rec.mu.Lock()
-	defer ex.rec.mu.Unlock()
-	return ex.usage
+// holder names one execution in the claims it takes: two executions never
+// share a name, so one never mistakes the other's claim for its own.
+func (ex *Executor) holder() string {
+	return ex.cfg.Holder + "/" + strconv.FormatUint(ex.executions.Add(1), 36)
 }
 
 // Result is what a run did.
@@ -246,215 +170,87 @@ type StepResult struct {
 	ApprovedBy string
 	// Grant names the autonomy grant the step acted under, if any.
 	Grant string
-	// Key is the step's idempotency key: what Executor.Resolve takes if the
-	// step is left in doubt.
+	// Key is the step's idempotency key: what Run.Resolve takes if the step
+	// is left in doubt.
 	Key Key
 	// Err is the step's error, when it failed.
 	Err error
 }
 
-// Outcome decodes what step returned into v. It fails if the step did not
-// finish.
+// Outcome decodes what step returned into v. A step that did not finish is
+// ErrNoOutcome.
 func (r *Result) Outcome(step string, v any) error {
 	s, ok := r.Steps[step]
 	if !ok || s.Status != StepDone {
-		return fmt.Errorf("planexec: step %s has no outcome", quote(step))
+		return fmt.Errorf("planexec: step %s: %w", quote(step), ErrNoOutcome)
 	}
 	return json.Unmarshal(s.Outcome, v)
 }
 
-// Execute validates plan, clears every step that needs a person or a grant,
-// stores the plan, and runs it: each step starts as soon as all it depends on
-// finished, up to Config.Concurrency at once. A denial or refusal during
-// clearance means no step ran. Just before each step runs, the delegation,
-// its grant and its approval are checked again (expiry, revocation). A failed
-// step stops new dispatch; running steps finish and are recorded; the errors
-// are returned joined.
-//
-// The Result is nil when nothing ran: the plan was refused, not cleared, or
-// awaits a person. Otherwise it holds what finished, even when err is not nil.
-//
-// A plan without an id gets one.
-func (ex *Executor) Execute(ctx context.Context, plan Plan) (*Result, error) {
-	if plan.ID == "" {
-		plan.ID = uuid.NewString()
-	}
-	if plan.Revision == 0 {
-		plan.Revision = 1
-	}
-	v, perr := ex.validate(&plan, nil)
-	if perr != nil {
-		d := &ex.cfg.Delegation
-		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
-			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
-		return nil, perr
-	}
-	return ex.run(ctx, v, nil)
-}
-
-// Resume picks up this executor's run from the plan store: it revalidates the
-// stored plan against the contracts as they are now (a tool whose schema
-// moved refuses it with ReasonArguments), replays the steps that finished,
-// clears what still needs clearing (a recorded decision is not asked again),
-// and runs the rest.
-func (ex *Executor) Resume(ctx context.Context) (*Result, error) {
-	d := &ex.cfg.Delegation
-	if ex.cfg.Plans == nil {
-		return nil, &ConfigurationError{Problem: "no plan store: nothing could have been written to resume from"}
-	}
-	rec, err := ex.cfg.Plans.LoadPlan(ctx, d.Tenant, d.RunID)
-	if errors.Is(err, ErrNoRecord) {
-		return nil, fmt.Errorf("planexec: nothing to resume for run %s: %w", quote(d.RunID), err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("planexec: loading run %s: %w", quote(d.RunID), err)
-	}
-	v, perr := ex.validate(&rec.Plan, nil)
-	if perr != nil {
-		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
-			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: "on resume"})
-		return nil, perr
-	}
-	ex.rec.emit(Event{Kind: EventPlanResumed, RunID: d.RunID, Tenant: d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
-		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(rec.Plan.Steps))})
-	return ex.run(ctx, v, rec.Steps)
-}
-
-// Forget removes this run's plan record.
-func (ex *Executor) Forget(ctx context.Context) error {
-	if ex.cfg.Plans == nil {
-		return &ConfigurationError{Problem: "no plan store"}
-	}
-	return ex.cfg.Plans.Forget(ctx, ex.cfg.Delegation.Tenant, ex.cfg.Delegation.RunID)
-}
-
-// Decide records a person's decision for a pending approval, so the next
-// Resume finds it instead of asking again.
-func (ex *Executor) Decide(ctx context.Context, d ApprovalDecision) error {
-	if d.RecordID == "" {
-		return fmt.Errorf("planexec: a decision must name the record it decides")
-	}
-	switch d.Status {
-	case ApprovalGranted, ApprovalDenied:
-	default:
-		return fmt.Errorf("planexec: a decision is granted or denied, not %q", d.Status)
-	}
-	if d.DecidedAt.IsZero() {
-		d.DecidedAt = ex.cfg.Now()
-	}
-	return ex.approvals.SaveDecision(ctx, ex.cfg.Delegation.Tenant, d)
-}
-
-// Resolve settles an effect in doubt (see *IndeterminateOutcomeError) once
-// the real outcome is known: it happened (r.Outcome is then replayed as the
-// step's outcome) or it did not (the step may run again). It settles the key
-// in the idempotency store and the step's record in the plan store, whichever
-// this executor has. A key this run has no record of is ErrNoRecord.
-func (ex *Executor) Resolve(ctx context.Context, key Key, r Resolution) error {
-	d := &ex.cfg.Delegation
-	if ex.cfg.Idempotency == nil && ex.cfg.Plans == nil {
-		return &ConfigurationError{Problem: "no idempotency store and no plan store: nothing records an outcome to resolve"}
-	}
-	if key.Tenant != d.Tenant {
-		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
-	}
-	if r.Applied {
-		if len(r.Outcome) == 0 {
-			r.Outcome = json.RawMessage("null")
-		}
-		if !json.Valid(r.Outcome) {
-			return fmt.Errorf("planexec: the outcome of a resolution must be JSON")
-		}
-	}
-	found := false
-	if store := ex.cfg.Idempotency; store != nil {
-		err := store.Resolve(ctx, key, r)
-		switch {
-		case err == nil:
-			found = true
-		case !errors.Is(err, ErrNoRecord):
-			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
-		}
-	}
-	if ex.cfg.Plans != nil {
-		rec, err := ex.cfg.Plans.LoadPlan(ctx, d.Tenant, d.RunID)
-		if err != nil && !errors.Is(err, ErrNoRecord) {
-			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
-		}
-		if rec != nil {
-			for _, st := range rec.Steps {
-				if st.Key != key.Digest || st.Status != StepInDoubt {
-					continue
-				}
-				st.Status, st.Outcome, st.Error = StepFailed, nil, "resolved: not applied"
-				if r.Applied {
-					st.Status, st.Outcome, st.Error = StepDone, r.Outcome, ""
-				}
-				st.Finished = ex.cfg.Now()
-				if err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
-					return fmt.Errorf("planexec: resolving step %s: %w", quote(st.StepID), err)
-				}
-				found = true
-			}
-		}
-	}
-	if !found {
-		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
-	}
-	return nil
-}
-
 // run clears and executes v; done holds the steps already on record.
-func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*Result, error) {
-	d := &ex.cfg.Delegation
+func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*Result, error) {
+	d := &r.d
 	ev := func(e Event) {
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
-		ex.rec.emit(e)
+		r.rec.emit(e)
 	}
-	ex.rec.reserve(4 * len(v.steps))
+	r.rec.reserve(4 * len(v.steps))
+	v.holder = r.ex.holder()
 	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Steps: make(map[string]StepResult, len(v.steps))}
 	finished := make([]bool, len(v.steps))
 	// What finished steps put against each grant still counts: ceilings are
 	// cumulative over the whole plan, across resumes.
 	spent := map[string]decimal.Decimal{}
 	for i, s := range v.steps {
-		r, ok := done[s.step.ID]
-		if !ok || r.PlanID != v.plan.ID || r.Tool != s.step.Tool {
+		rec, ok := done[s.step.ID]
+		if !ok || rec.PlanID != v.plan.ID || rec.Tool != s.step.Tool {
 			continue
 		}
-		switch r.Status {
+		switch rec.Status {
 		case StepDone:
 			finished[i] = true
-			res.Steps[s.step.ID] = StepResult{Tool: r.Tool, Status: StepDone, Outcome: r.Outcome, Replayed: true,
-				ApprovedBy: r.ApprovedBy, Grant: r.Grant, Key: Key{Tenant: d.Tenant, Digest: r.Key}}
-			if r.Grant != "" {
-				spent[r.Grant] = spent[r.Grant].Add(r.Amount)
+			res.Steps[s.step.ID] = StepResult{Tool: rec.Tool, Status: StepDone, Outcome: rec.Outcome, Replayed: true,
+				ApprovedBy: rec.ApprovedBy, Grant: rec.Grant, Key: Key{Tenant: d.Tenant, Digest: rec.Key}}
+			if rec.Grant != "" {
+				spent[rec.Grant] = spent[rec.Grant].Add(rec.Amount)
 			}
-			ev(Event{Kind: EventStepExecuted, StepID: s.step.ID, Tool: s.step.Tool, Replayed: true, Approver: r.ApprovedBy, Detail: "from the plan record"})
+			ev(Event{Kind: EventStepExecuted, StepID: s.step.ID, Tool: s.step.Tool, Replayed: true, Approver: rec.ApprovedBy, Detail: "from the plan record"})
 		case StepInDoubt:
 			// The effect may have landed: nothing runs until it is resolved.
 			ev(Event{Kind: EventStepFailed, StepID: s.step.ID, Tool: s.step.Tool, Detail: "in doubt on the record; resolve it before resuming"})
 			ev(Event{Kind: EventPlanFailed, Detail: "a step is in doubt; nothing ran"})
-			return nil, &IndeterminateOutcomeError{Step: s.step.ID, Tool: s.step.Tool, Key: Key{Tenant: d.Tenant, Digest: r.Key}, InDoubt: true}
+			return nil, &IndeterminateOutcomeError{RunID: d.RunID, Step: s.step.ID, Tool: s.step.Tool, Key: Key{Tenant: d.Tenant, Digest: rec.Key}, InDoubt: true}
+		case StepFailed:
+		default:
+			// A status this package never writes: the row is damaged, and
+			// reading it as "not run" could run a finished step again.
+			ev(Event{Kind: EventPlanFailed, Detail: "a step record is damaged; nothing ran"})
+			return nil, &StoreError{Op: "load step " + quote(s.step.ID), Err: fmt.Errorf("unknown step status %s: %w", quote(string(rec.Status)), ErrCorruptRecord)}
 		}
 	}
-	clr, err := ex.clear(ctx, v, finished, spent, ev)
+	// An expired delegation is refused before any person is asked to clear
+	// what it could not run.
+	if d.expired(r.ex.cfg.Now()) {
+		ev(Event{Kind: EventPlanFailed, Detail: "the delegation expired; nothing ran"})
+		return nil, &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
+	}
+	clr, err := r.clear(ctx, v, finished, spent, ev)
 	var pending *ApprovalPendingError
 	if errors.As(err, &pending) {
-		if serr := ex.savePlan(ctx, v, PlanAwaitingApproval); serr != nil {
+		if serr := r.savePlan(ctx, v, PlanAwaitingApproval); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
-		pending.Stored = ex.cfg.Plans != nil
+		pending.Stored = r.ex.plans != nil
 		return nil, err
 	}
 	if err != nil {
 		ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
 		return nil, err
 	}
-	if err := ex.savePlan(ctx, v, PlanRunning); err != nil {
+	if err := r.savePlan(ctx, v, PlanRunning); err != nil {
 		return nil, err
 	}
-	err = ex.dispatch(ctx, v, finished, clr, res, ev)
+	err = r.dispatch(ctx, v, finished, clr, res, ev)
 	status := PlanCompleted
 	if err != nil {
 		status = PlanFailed
@@ -467,7 +263,7 @@ func (ex *Executor) run(ctx context.Context, v *vplan, done map[string]StepRecor
 	// how the run ended. A run that lost a claim to another holder leaves
 	// the status to that holder.
 	if !errors.Is(err, ErrFenced) {
-		if serr := ex.savePlan(context.WithoutCancel(ctx), v, status); serr != nil {
+		if serr := r.savePlan(context.WithoutCancel(ctx), v, status); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}
@@ -484,13 +280,13 @@ func countDone(res *Result) int {
 	return n
 }
 
-func (ex *Executor) savePlan(ctx context.Context, v *vplan, status PlanStatus) error {
-	if ex.cfg.Plans == nil {
+func (r *Run) savePlan(ctx context.Context, v *vplan, status PlanStatus) error {
+	if r.ex.plans == nil {
 		return nil
 	}
-	now := ex.cfg.Now()
-	d := &ex.cfg.Delegation
-	err := ex.cfg.Plans.SavePlan(ctx, &PlanRecord{Version: PlanRecordVersion, Tenant: d.Tenant, RunID: d.RunID, Plan: v.plan, Status: status, Created: now, Updated: now})
+	now := r.ex.cfg.Now()
+	d := &r.d
+	err := r.ex.plans.SavePlan(ctx, &PlanRecord{Version: PlanRecordVersion, Tenant: d.Tenant, RunID: d.RunID, Plan: v.plan, Status: status, Created: now, Updated: now})
 	if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
@@ -511,7 +307,7 @@ var errNotStarted = errors.New("planexec: not started: the run was cancelled")
 // dispatch runs the steps not yet finished: each starts the moment the last
 // of its dependencies finishes, up to the concurrency bound. Every goroutine
 // it starts has ended when it returns.
-func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event)) error {
+func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event)) error {
 	n := len(v.steps)
 	waiting := make([]int, n)
 	ready := make([]int, 0, n)
@@ -537,7 +333,7 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 	running, stopping, cancelled := 0, false, false
 	done := ctx.Done()
 	for {
-		for !stopping && running < ex.cfg.Concurrency && len(ready) > 0 {
+		for !stopping && running < r.ex.cfg.Concurrency && len(ready) > 0 {
 			i := ready[0]
 			ready = ready[1:]
 			running++
@@ -546,7 +342,7 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 				// goroutine (runtime.Goexit) still reports.
 				d := stepDone{i: i}
 				defer func() { results <- d }()
-				d.res, d.err = ex.runStep(ctx, v, i, clr[i], ev, &d)
+				d.res, d.err = r.runStep(ctx, v, i, clr[i], ev, &d)
 			}()
 		}
 		if running == 0 {
@@ -588,10 +384,10 @@ func (ex *Executor) dispatch(ctx context.Context, v *vplan, finished []bool, clr
 // and records what happened.
 //
 // out receives the result instead when the tool ends its goroutine.
-func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), out *stepDone) (StepResult, error) {
-	d := &ex.cfg.Delegation
+func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), out *stepDone) (StepResult, error) {
+	d := &r.d
 	s := &v.steps[i]
-	id, tool, irreversible := s.step.ID, s.step.Tool, s.entry.contract.irreversible
+	id, tool, irreversible := s.step.ID, s.step.Tool, s.tool.contract.irreversible
 	res := StepResult{Tool: tool, Key: s.key}
 	if clr.grant != nil {
 		res.Grant = clr.grant.ID
@@ -602,37 +398,50 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	if ctx.Err() != nil {
 		return StepResult{}, errNotStarted
 	}
-	if err := ex.recheck(ctx, s, clr, ev); err != nil {
+	if err := r.recheck(ctx, s, clr, ev); err != nil {
 		return StepResult{}, err
 	}
 
-	store := ex.cfg.Idempotency
+	store := r.ex.claims
 	var epoch int64
 	if store != nil {
-		c, err := store.Claim(ctx, ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: ex.cfg.Holder, Lease: ex.cfg.Lease, TakeOver: !irreversible})
+		req := ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible}
+		c, err := r.claim(ctx, req)
 		if err != nil {
 			return StepResult{}, fmt.Errorf("planexec: claiming step %s: %w", quote(id), err)
 		}
 		switch c.State {
 		case ClaimCompleted:
+			if !json.Valid(c.Outcome) {
+				// Never replay what cannot be what the tool returned.
+				ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "the recorded outcome is damaged; not run twice"})
+				return StepResult{}, &StoreError{Op: "claim step " + quote(id), Err: fmt.Errorf("the recorded outcome is not JSON: %w", ErrCorruptRecord)}
+			}
 			res.Status, res.Outcome, res.Replayed = StepDone, c.Outcome, true
-			if err := ex.saveStep(ctx, v, id, res, clr, ""); err != nil {
+			if err := r.saveStep(ctx, v, id, res, clr, ""); err != nil {
 				return res, err
 			}
 			ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Replayed: true, Approver: res.ApprovedBy, Grant: res.Grant})
 			return res, nil
 		case ClaimHeld, ClaimInDoubt:
-			err := &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, Holder: c.Holder, InDoubt: c.State == ClaimInDoubt, LeaseExpires: c.LeaseExpires}
+			err := &IndeterminateOutcomeError{RunID: d.RunID, Step: id, Tool: tool, Key: s.key, Holder: c.Holder, InDoubt: c.State == ClaimInDoubt, LeaseExpires: c.LeaseExpires}
 			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "outcome indeterminate; not run twice"})
 			return StepResult{}, err
 		case ClaimAcquired:
 			epoch = c.Epoch
 		default:
-			return StepResult{}, fmt.Errorf("planexec: claiming step %s: unknown claim state %d", quote(id), c.State)
+			return StepResult{}, &StoreError{Op: "claim step " + quote(id), Err: fmt.Errorf("unknown claim state %d: %w", c.State, ErrCorruptRecord)}
+		}
+		// The tool has not been called: a run cancelled now gives the key
+		// back, so the step is not left in doubt for an effect that never
+		// started.
+		if ctx.Err() != nil {
+			_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
+			return StepResult{}, errNotStarted
 		}
 	}
 	if clr.grant != nil {
-		if err := ex.cfg.Ladder.commit(clr.grant, clr.amount); err != nil {
+		if err := r.ex.cfg.Ladder.commit(r.ex.cfg.Now(), clr.grant, clr.amount); err != nil {
 			if store != nil {
 				_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
 			}
@@ -645,26 +454,26 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	// What follows the call records the step whatever happens to ctx: the
 	// effect, if any, has happened.
 	rctx := context.WithoutCancel(ctx)
-	start := ex.cfg.Now()
+	start := r.ex.cfg.Now()
 	// A tool that ends its goroutine (runtime.Goexit) skips the rest of
 	// this function but not its deferred calls: record it as a failure.
 	exited := true
 	defer func() {
 		if exited {
-			out.res, out.err = ex.failed(rctx, v, s, clr, res, epoch, ex.cfg.Now().Sub(start), errToolExited)
+			out.res, out.err = r.failed(rctx, v, s, clr, res, epoch, r.ex.cfg.Now().Sub(start), errToolExited)
 		}
 	}()
-	outcome, err := ex.call(ctx, v, s, epoch)
+	outcome, err := r.call(ctx, v, s, epoch)
 	exited = false
-	elapsed := ex.cfg.Now().Sub(start)
+	elapsed := r.ex.cfg.Now().Sub(start)
 	if err != nil {
-		return ex.failed(rctx, v, s, clr, res, epoch, elapsed, err)
+		return r.failed(rctx, v, s, clr, res, epoch, elapsed, err)
 	}
 	res.Status, res.Outcome = StepDone, outcome
 	if store != nil {
 		var err error
-		if ex.steps != nil {
-			err = ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, ex.stepRecord(v, id, res, clr, ""))
+		if r.ex.steps != nil {
+			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, ""))
 		} else {
 			err = store.Complete(rctx, s.key, epoch, outcome)
 		}
@@ -680,14 +489,14 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 			res.Status, res.Outcome, res.Err = StepFailed, nil, err
 			if irreversible {
 				res.Status = StepInDoubt
-				err = &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: err}
+				err = &IndeterminateOutcomeError{RunID: d.RunID, Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: err}
 			}
 			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Duration: elapsed, Detail: "outcome not recorded"})
-			return res, errors.Join(err, ex.saveStep(rctx, v, id, res, clr, err.Error()))
+			return res, errors.Join(err, r.saveStep(rctx, v, id, res, clr, err.Error()))
 		}
 	}
-	if ex.steps == nil {
-		if err := ex.saveStep(rctx, v, id, res, clr, ""); err != nil {
+	if r.ex.steps == nil {
+		if err := r.saveStep(rctx, v, id, res, clr, ""); err != nil {
 			return res, err
 		}
 	}
@@ -698,6 +507,27 @@ func (ex *Executor) runStep(ctx context.Context, v *vplan, i int, clr clearance,
 	return res, nil
 }
 
+// claim takes a step's key. The claim is written whatever happens to ctx
+// meanwhile (bounded by the lease): a caller that gives up halfway must not
+// leave a claim behind that nobody knows it holds, which an irreversible step
+// would find in doubt after the lease. If the store fails, the claim may
+// still have landed; it is looked up once and given back if it is this
+// execution's.
+func (r *Run) claim(ctx context.Context, req ClaimRequest) (Claim, error) {
+	store := r.ex.claims
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ex.cfg.Lease)
+	defer cancel()
+	c, err := store.Claim(wctx, req)
+	if err == nil {
+		return c, nil
+	}
+	if again, aerr := store.Claim(wctx, req); aerr == nil &&
+		(again.State == ClaimAcquired || (again.State == ClaimHeld && again.Holder == req.Holder)) {
+		_ = store.Release(wctx, req.Key, again.Epoch, false)
+	}
+	return Claim{}, err
+}
+
 // errToolExited is the failure of a tool that ended its goroutine without
 // returning.
 var errToolExited = errors.New("the tool exited its goroutine without returning")
@@ -705,33 +535,33 @@ var errToolExited = errors.New("the tool exited its goroutine without returning"
 // failed records a tool's failure: in doubt when the tool is irreversible and
 // the error does not promise ErrNotApplied, failed (and its key freed)
 // otherwise.
-func (ex *Executor) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res StepResult, epoch int64, elapsed time.Duration, err error) (StepResult, error) {
+func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res StepResult, epoch int64, elapsed time.Duration, err error) (StepResult, error) {
 	id, tool := s.step.ID, s.step.Tool
-	inDoubt := s.entry.contract.irreversible && !errors.Is(err, ErrNotApplied)
+	inDoubt := s.tool.contract.irreversible && !errors.Is(err, ErrNotApplied)
 	res.Status, res.Err = StepFailed, err
 	if inDoubt {
 		res.Status = StepInDoubt
 	}
 	var serr error
-	switch store := ex.cfg.Idempotency; {
-	case ex.steps != nil:
-		if serr = ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, ex.cfg.Delegation.RunID, ex.stepRecord(v, id, res, clr, err.Error())); serr != nil {
+	switch store := r.ex.claims; {
+	case r.ex.steps != nil:
+		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error())); serr != nil {
 			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
 		}
 	case store != nil:
 		// Release first: a holder whose claim was taken over writes no
 		// record over the new holder's.
 		if serr = store.Release(ctx, s.key, epoch, inDoubt); !errors.Is(serr, ErrFenced) {
-			serr = errors.Join(serr, ex.saveStep(ctx, v, id, res, clr, err.Error()))
+			serr = errors.Join(serr, r.saveStep(ctx, v, id, res, clr, err.Error()))
 		}
 	default:
-		serr = ex.saveStep(ctx, v, id, res, clr, err.Error())
+		serr = r.saveStep(ctx, v, id, res, clr, err.Error())
 	}
-	ex.rec.emit(Event{Kind: EventStepFailed, RunID: ex.cfg.Delegation.RunID, Tenant: ex.cfg.Delegation.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
+	r.rec.emit(Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
 		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
 	var failure error = &StepError{Step: id, Tool: tool, Err: err}
 	if inDoubt {
-		failure = &IndeterminateOutcomeError{Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: failure}
+		failure = &IndeterminateOutcomeError{RunID: r.d.RunID, Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: failure}
 	}
 	return res, errors.Join(failure, serr)
 }
@@ -739,16 +569,16 @@ func (ex *Executor) failed(ctx context.Context, v *vplan, s *vstep, clr clearanc
 // recheck asks again, just before a step runs, whether it may: the
 // delegation (expiry, revocation) and a person's decision (withdrawn,
 // expired). Grants are checked again when they are committed.
-func (ex *Executor) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event)) error {
-	d := &ex.cfg.Delegation
+func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event)) error {
+	d := &r.d
 	id, tool := s.step.ID, s.step.Tool
-	now := ex.cfg.Now()
+	now := r.ex.cfg.Now()
 	if d.expired(now) {
 		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation expired"})
 		return &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "the delegation expired"}
 	}
-	if ex.cfg.Authorizer != nil {
-		if err := ex.cfg.Authorizer.Authorize(ctx, *d, *s.step); err != nil {
+	if r.ex.cfg.Authorizer != nil {
+		if err := r.ex.cfg.Authorizer.Authorize(ctx, *d, *s.step); err != nil {
 			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation no longer covers it"})
 			return &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "no longer authorized", Err: err}
 		}
@@ -757,39 +587,39 @@ func (ex *Executor) recheck(ctx context.Context, s *vstep, clr clearance, ev fun
 		return nil
 	}
 	why := ""
-	dec, err := ex.approvals.Decision(ctx, d.Tenant, clr.decision.RecordID)
+	dec, err := r.ex.approvals.Decision(ctx, d.Tenant, clr.decision.RequestID)
 	switch {
 	case errors.Is(err, ErrNoRecord):
 		why = "the decision is no longer on record"
 	case err != nil:
 		return fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(id), err)
-	case dec.Status != ApprovalGranted:
+	case dec.Status != Approved:
 		why = "the decision was changed to " + string(dec.Status) + " before the step ran"
 	case dec.expired(now):
 		why = "the decision expired before the step ran"
 	default:
 		return nil
 	}
-	ev(Event{Kind: EventApprovalDenied, StepID: id, Tool: tool, RecordID: dec.RecordID, Approver: dec.Approver, Detail: why})
-	return &ApprovalDeniedError{Step: id, Tool: tool, RecordID: clr.decision.RecordID, Approver: dec.Approver, Why: why}
+	ev(Event{Kind: EventApprovalDenied, StepID: id, Tool: tool, Request: dec.RequestID, Approver: dec.Approver, Detail: why})
+	return &ApprovalDeniedError{Step: id, Tool: tool, Request: clr.decision.RequestID, Approver: dec.Approver, Why: why}
 }
 
 // call runs the tool with its step and key in the context, renewing the
 // claim's lease while it runs, and renders its outcome as JSON. A panic, in
 // the tool or in rendering its outcome, is its error.
-func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
-	d := &ex.cfg.Delegation
+func (r *Run) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
+	d := &r.d
 	tctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	sc := &stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}
-	if store := ex.cfg.Idempotency; store != nil {
+	if store := r.ex.claims; store != nil {
 		sc.key = s.key.Digest
-		lease := ex.cfg.Lease
+		lease := r.ex.cfg.Lease
 		// Renewal goes on while the tool runs even if the caller's ctx is
 		// cancelled (the tool may not stop at once), and each renewal is
 		// bounded so a hung store cannot hold the step.
 		rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-		r := renew(lease/3, func() bool {
+		rn := renew(lease/3, func() bool {
 			c, done := context.WithTimeout(rctx, lease/3)
 			defer done()
 			if err := store.Extend(c, s.key, epoch, lease); errors.Is(err, ErrFenced) {
@@ -800,7 +630,7 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 		})
 		defer func() {
 			stopRenewing()
-			r.stop()
+			rn.stop()
 		}()
 	}
 	tctx = context.WithValue(tctx, stepKey{}, sc)
@@ -809,7 +639,7 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 			outcome, err = nil, fmt.Errorf("planexec: tool %s panicked: %v", quote(s.step.Tool), p)
 		}
 	}()
-	out, err := s.entry.tool.call(tctx, s.args.value)
+	out, err := s.tool.call(tctx, s.args.value)
 	if err != nil {
 		return nil, err
 	}
@@ -820,10 +650,10 @@ func (ex *Executor) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (
 }
 
 // stepRecord is what the plan store keeps of a step.
-func (ex *Executor) stepRecord(v *vplan, id string, r StepResult, clr clearance, errText string) StepRecord {
+func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string) StepRecord {
 	rec := StepRecord{
-		StepID: id, PlanID: v.plan.ID, Tool: r.Tool, Status: r.Status, Outcome: r.Outcome, Replayed: r.Replayed,
-		Key: r.Key.Digest, ApprovedBy: r.ApprovedBy, Error: errText, Finished: ex.cfg.Now(),
+		StepID: id, PlanID: v.plan.ID, Tool: sr.Tool, Status: sr.Status, Outcome: sr.Outcome, Replayed: sr.Replayed,
+		Key: sr.Key.Digest, ApprovedBy: sr.ApprovedBy, Error: errText, Finished: r.ex.cfg.Now(),
 	}
 	if clr.grant != nil {
 		rec.Grant, rec.Amount = clr.grant.ID, clr.amount
@@ -831,12 +661,12 @@ func (ex *Executor) stepRecord(v *vplan, id string, r StepResult, clr clearance,
 	return rec
 }
 
-func (ex *Executor) saveStep(ctx context.Context, v *vplan, id string, r StepResult, clr clearance, errText string) error {
-	if ex.cfg.Plans == nil {
+func (r *Run) saveStep(ctx context.Context, v *vplan, id string, sr StepResult, clr clearance, errText string) error {
+	if r.ex.plans == nil {
 		return nil
 	}
-	d := &ex.cfg.Delegation
-	if err := ex.cfg.Plans.SaveStep(ctx, d.Tenant, d.RunID, ex.stepRecord(v, id, r, clr, errText)); err != nil {
+	d := &r.d
+	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, r.stepRecord(v, id, sr, clr, errText)); err != nil {
 		return fmt.Errorf("planexec: recording step %s: %w", quote(id), err)
 	}
 	return nil

@@ -75,46 +75,54 @@ func (r *recorder) Calls() []call {
 	return append([]call(nil), r.calls...)
 }
 
-func (r *recorder) tools() []planexec.Tool {
-	return []planexec.Tool{
-		planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
+// tools builds the trip's tools over the recorder. Each tool's contract
+// options come from opts when given there, else from the trip's defaults:
+// book_flight irreversible and keyed by flight and seats, refund keyed by
+// order.
+func (r *recorder) tools(opts ...map[string][]planexec.ContractOption) []*planexec.Tool {
+	o := map[string][]planexec.ContractOption{
+		"book_flight": {planexec.Irreversible(), planexec.KeyArguments("flight", "seats")},
+		"refund":      {planexec.KeyArguments("order")},
+	}
+	for _, m := range opts {
+		for k, v := range m {
+			o[k] = v
+		}
+	}
+	return []*planexec.Tool{
+		planexec.MustTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
 			return []string{"BA117", "VS3"}, r.record(ctx, "search_flights", s)
-		}),
-		planexec.NewTool("book_flight", "Book a flight.", func(ctx context.Context, b Booking) (string, error) {
+		}, o["search_flights"]...),
+		planexec.MustTool("book_flight", "Book a flight.", func(ctx context.Context, b Booking) (string, error) {
 			if err := r.record(ctx, "book_flight", b); err != nil {
 				return "", err
 			}
 			return "PNR-" + b.Flight, nil
-		}),
-		planexec.NewTool("refund", "Refund an order.", func(ctx context.Context, f Refund) (string, error) {
+		}, o["book_flight"]...),
+		planexec.MustTool("refund", "Refund an order.", func(ctx context.Context, f Refund) (string, error) {
 			return "refunded " + f.Order, r.record(ctx, "refund", f)
-		}),
+		}, o["refund"]...),
 	}
 }
 
-var (
-	searchContract = planexec.MustContract[Search]("search_flights")
-	bookContract   = planexec.MustContract[Booking]("book_flight", planexec.Irreversible(), planexec.KeyArguments("flight", "seats"))
-	refundContract = planexec.MustContract[Refund]("refund", planexec.KeyArguments("order"))
-	allTools       = []string{"search_flights", "book_flight", "refund"}
-)
+var allTools = []string{"search_flights", "book_flight", "refund"}
 
 // approve is a gate that grants everything and remembers what it was asked.
 type approve struct {
 	mu    sync.Mutex
 	asked []planexec.ApprovalRequest
 	// answer, if set, decides instead of granting.
-	answer func(planexec.ApprovalRequest) planexec.ApprovalDecision
+	answer func(planexec.ApprovalRequest) planexec.Decision
 }
 
-func (g *approve) RequestApproval(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+func (g *approve) RequestApproval(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.asked = append(g.asked, req)
 	if g.answer != nil {
 		return g.answer(req), nil
 	}
-	return req.Grant("dana"), nil
+	return req.Approve("dana"), nil
 }
 
 func (g *approve) Asked() []planexec.ApprovalRequest {
@@ -123,26 +131,36 @@ func (g *approve) Asked() []planexec.ApprovalRequest {
 	return append([]planexec.ApprovalRequest(nil), g.asked...)
 }
 
+// setup is what a test builds a run from: the executor's config, the run's
+// delegation and options.
+type setup struct {
+	planexec.Config
+	Delegation planexec.Delegation
+	Options    []planexec.RunOption
+}
+
 // newExecutor builds an executor over the recorder's tools with a granting
-// gate; edit adjusts the config first.
-func newExecutor(t testing.TB, r *recorder, edit func(*planexec.Config)) (*planexec.Executor, *approve) {
+// gate, and a run of it for run-1 of tenant acme; edit adjusts the setup
+// first.
+func newExecutor(t testing.TB, r *recorder, edit func(*setup)) (*planexec.Run, *approve) {
 	t.Helper()
 	gate := &approve{}
-	cfg := planexec.Config{
-		Tools:      r.tools(),
-		Contracts:  []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent:      planexec.Agent{Name: "courier", Tools: allTools},
-		Delegation: planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana"},
-		Gate:       gate,
+	s := setup{
+		Config:     planexec.Config{Tools: r.tools(), Gate: gate},
+		Delegation: planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana", Agent: "courier"},
 	}
 	if edit != nil {
-		edit(&cfg)
+		edit(&s)
 	}
-	ex, err := planexec.NewExecutor(cfg)
+	ex, err := planexec.NewExecutor(s.Config)
 	if err != nil {
 		t.Fatalf("NewExecutor: %v", err)
 	}
-	return ex, gate
+	run, err := ex.Run(s.Delegation, s.Options...)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return run, gate
 }
 
 // step builds a plan step; args is marshalled unless it is already a string.
@@ -244,28 +262,33 @@ func (h *holdFirst) hold() {
 
 func (h *holdFirst) open() { h.once.Do(func() { close(h.release) }) }
 
-// edits applies several config edits in order.
-func edits(es ...func(*planexec.Config)) func(*planexec.Config) {
-	return func(cfg *planexec.Config) {
+// edits applies several setup edits in order.
+func edits(es ...func(*setup)) func(*setup) {
+	return func(s *setup) {
 		for _, e := range es {
-			e(cfg)
+			e(s)
 		}
 	}
 }
 
-// withPlans shares a plan store.
-func withPlans(s planexec.PlanStore) func(*planexec.Config) {
-	return func(cfg *planexec.Config) { cfg.Plans = s }
-}
-
-// withIdempotency shares an idempotency store.
-func withIdempotency(s planexec.IdempotencyStore) func(*planexec.Config) {
-	return func(cfg *planexec.Config) { cfg.Idempotency = s }
+// withStore shares a store.
+func withStore(st planexec.PlanStore) func(*setup) {
+	return func(s *setup) { s.Store = st }
 }
 
 // withHolder names the executor in its claims.
-func withHolder(name string) func(*planexec.Config) {
-	return func(cfg *planexec.Config) { cfg.Holder = name }
+func withHolder(name string) func(*setup) {
+	return func(s *setup) { s.Holder = name }
+}
+
+// withScope narrows the run's delegation to tools.
+func withScope(tools ...string) func(*setup) {
+	return func(s *setup) { s.Delegation.Scope = tools }
+}
+
+// withContracts rebuilds the trip's tools with other contract options.
+func withContracts(r *recorder, opts map[string][]planexec.ContractOption) func(*setup) {
+	return func(s *setup) { s.Tools = r.tools(opts) }
 }
 
 // failOnce makes tool fail with err on its first call only.

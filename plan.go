@@ -81,7 +81,7 @@ func (l Limits) withDefaults() Limits {
 // the model, assigns the plan's id and revision.
 type planWire struct {
 	Goal  string     `json:"goal,omitempty"`
-	Steps []stepWire `json:"steps"`
+	Steps []stepWire `json:"steps,omitempty"` // absent: empty, not malformed
 }
 
 type stepWire struct {
@@ -102,28 +102,33 @@ func mustDecoder(t reflect.Type) *strictjson.Decoder {
 	return d
 }
 
-// DecodePlan decodes a planner's raw output strictly. Output that is empty or
-// null is ReasonEmpty; output that is not a plan's shape (not JSON, unknown or
-// missing fields, wrong types) is ReasonMalformed. The returned plan has no id
-// or revision yet; the executor assigns them. Validation of tools, arguments
-// and dependencies is Executor.Validate's job.
+// DecodePlan decodes a planner's raw output strictly. Output that is empty
+// (only JSON whitespace), null, or a plan with no steps ({} and
+// {"steps": []} alike) is ReasonEmpty; output that is not a plan's shape
+// (not JSON, whitespace JSON does not allow, unknown fields, wrong types) is
+// ReasonMalformed. The returned plan has no id or revision yet; the executor
+// assigns them. Validation of tools, arguments and dependencies is
+// Run.Validate's job.
 func DecodePlan(raw []byte, lim Limits) (Plan, error) {
 	lim = lim.withDefaults()
 	refuse := func(r Reason, v []Violation) (Plan, error) {
 		return Plan{}, &PlanValidationError{Reason: r, Violations: v, Payload: raw}
 	}
-	trimmed := bytes.TrimSpace(raw)
+	trimmed := bytes.Trim(raw, " \t\r\n") // JSON's whitespace, no other
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return refuse(ReasonEmpty, nil)
 	}
 	if len(raw) > lim.MaxPlanBytes {
-		return refuse(ReasonMalformed, []Violation{{Problem: "plan larger than " + strconv.Itoa(lim.MaxPlanBytes) + " bytes"}})
+		return refuse(ReasonMalformed, []Violation{{Why: "plan larger than " + strconv.Itoa(lim.MaxPlanBytes) + " bytes"}})
 	}
 	var w planWire
 	// Arguments are decoded later by their contract; here they only need to be
 	// JSON, nested no deeper than the limit allows (plus the plan's own levels).
 	if vs := planDecoder.Decode(raw, &w, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth + 3, MaxBytes: lim.MaxPlanBytes}); vs != nil {
 		return refuse(ReasonMalformed, violations(vs))
+	}
+	if len(w.Steps) == 0 {
+		return refuse(ReasonEmpty, nil)
 	}
 	p := Plan{Goal: w.Goal, Steps: make([]Step, len(w.Steps))}
 	for i, s := range w.Steps {
@@ -135,42 +140,30 @@ func DecodePlan(raw []byte, lim Limits) (Plan, error) {
 func violations(vs []strictjson.Violation) []Violation {
 	out := make([]Violation, len(vs))
 	for i, v := range vs {
-		out[i] = Violation{Path: v.Path, Problem: v.Problem}
+		out[i] = Violation{Path: v.Path, Why: v.Problem}
 	}
 	return out
 }
 
 // vplan is a plan that passed validation, with what execution needs.
 type vplan struct {
-	plan  Plan
-	steps []vstep
-	graph *dag.Graph
-	order []int
+	holder string // names the execution in its claims
+	plan   Plan
+	steps  []vstep
+	graph  *dag.Graph
+	order  []int
 }
 
 type vstep struct {
-	step  *Step
-	entry *entry
-	args  decoded
-	key   Key
+	step *Step
+	tool *Tool
+	args decoded
+	key  Key
 }
 
-// Validate checks the whole plan and returns a *PlanValidationError for the
-// first thing wrong, in this order: empty, too_long, malformed (a plan
-// larger than Limits.MaxPlanBytes), then per step (malformed id,
-// duplicate_id, unknown_tool, not_allowed, arguments), then duplicate_effect,
-// dependency and cycle. It never panics and costs O(steps + edges) plus the
-// size of the arguments.
-func (ex *Executor) Validate(plan Plan) error {
-	if _, err := ex.validate(&plan, nil); err != nil {
-		return err
-	}
-	return nil
-}
-
-func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
-	d := &ex.cfg.Delegation
-	lim := ex.cfg.Limits
+func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
+	d := &r.d
+	lim := r.ex.cfg.Limits
 	names := max(lim.MaxIDLength, 64)
 	refuse := func(r Reason, step, tool string, vs ...Violation) *PlanValidationError {
 		return &PlanValidationError{Reason: r, Step: clip(step, names), Tool: clip(tool, names), Violations: vs, Payload: payload,
@@ -181,7 +174,7 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 	}
 	if len(plan.Steps) > lim.MaxSteps {
 		return nil, refuse(ReasonTooLong, "", "", Violation{Path: "/steps",
-			Problem: fmt.Sprintf("%d steps, more than the %d allowed", len(plan.Steps), lim.MaxSteps)})
+			Why: fmt.Sprintf("%d steps, more than the %d allowed", len(plan.Steps), lim.MaxSteps)})
 	}
 	size := 0
 	for i := range plan.Steps {
@@ -192,32 +185,32 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 		}
 	}
 	if size > lim.MaxPlanBytes {
-		return nil, refuse(ReasonMalformed, "", "", Violation{Problem: fmt.Sprintf("plan larger than %d bytes", lim.MaxPlanBytes)})
+		return nil, refuse(ReasonMalformed, "", "", Violation{Why: fmt.Sprintf("plan larger than %d bytes", lim.MaxPlanBytes)})
 	}
 	v := &vplan{plan: *plan, steps: make([]vstep, len(plan.Steps))}
 	index := make(map[string]int, len(plan.Steps))
 	keys := newKeyer(d.Tenant, d.RunID)
 	for i := range plan.Steps {
 		s := &plan.Steps[i]
-		if problem := ex.checkID(s.ID); problem != "" {
-			return nil, refuse(ReasonMalformed, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Problem: problem})
+		if problem := r.checkID(s.ID); problem != "" {
+			return nil, refuse(ReasonMalformed, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Why: problem})
 		}
 		if _, dup := index[s.ID]; dup {
-			return nil, refuse(ReasonDuplicateID, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Problem: "another step has this id"})
+			return nil, refuse(ReasonDuplicateID, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Why: "another step has this id"})
 		}
 		index[s.ID] = i
-		e, ok := ex.tools[s.Tool]
+		t, ok := r.ex.tools[s.Tool]
 		if !ok {
 			return nil, refuse(ReasonUnknownTool, s.ID, s.Tool)
 		}
-		if !e.allowed {
+		if !d.allows(s.Tool) {
 			return nil, refuse(ReasonNotAllowed, s.ID, s.Tool)
 		}
-		args, vs := e.contract.decode(s.Arguments, lim)
+		args, vs := t.contract.decode(s.Arguments, lim)
 		if vs != nil {
 			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
 		}
-		v.steps[i] = vstep{step: &v.plan.Steps[i], entry: e, args: args,
+		v.steps[i] = vstep{step: &v.plan.Steps[i], tool: t, args: args,
 			key: Key{Tenant: d.Tenant, Digest: keys.digest(s.Tool, args.keyJSON)}}
 	}
 	// Two steps with one key would be one effect: the second would replay
@@ -228,7 +221,7 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 		if first, dup := effects[k]; dup {
 			s := &plan.Steps[i]
 			return nil, refuse(ReasonDuplicateEffect, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d", i),
-				Problem: fmt.Sprintf("performs the same effect as step %s (same tool and key arguments)", quote(plan.Steps[first].ID))})
+				Why: fmt.Sprintf("performs the same effect as step %s (same tool and key arguments)", quote(plan.Steps[first].ID))})
 		}
 		effects[k] = i
 	}
@@ -238,10 +231,10 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 		for j, dep := range s.DependsOn {
 			k, ok := index[dep]
 			if !ok {
-				return nil, refuse(ReasonDependency, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Problem: "waits on a step nobody planned"})
+				return nil, refuse(ReasonDependency, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Why: "waits on a step nobody planned"})
 			}
 			if k == i {
-				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Problem: "the step waits on itself"})
+				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Why: "the step waits on itself"})
 			}
 			deps[i] = append(deps[i], k)
 		}
@@ -260,7 +253,7 @@ func (ex *Executor) validate(plan *Plan, payload []byte) (*vplan, *PlanValidatio
 					first = b
 				}
 			}
-			vs[n] = Violation{Path: fmt.Sprintf("/steps/%d", b), Problem: fmt.Sprintf("step %s %s", quote(plan.Steps[b].ID), what)}
+			vs[n] = Violation{Path: fmt.Sprintf("/steps/%d", b), Why: fmt.Sprintf("step %s %s", quote(plan.Steps[b].ID), what)}
 		}
 		s := plan.Steps[first]
 		return nil, refuse(ReasonCycle, s.ID, s.Tool, vs...)
@@ -307,18 +300,31 @@ func (k *keyer) digest(tool string, arguments []byte) string {
 	return canonjson.Sum(k.buf)
 }
 
-func (ex *Executor) checkID(id string) string {
+// invisible reports characters that change how an id looks without being
+// seen: format characters (bidi controls, zero-width joiners, soft hyphen),
+// other default-ignorable code points, variation selectors, private-use and
+// unassigned code points. A step id is shown to the person who approves the
+// step; it must read as what it is.
+func invisible(c rune) bool {
+	return unicode.In(c, unicode.Cf, unicode.Co, unicode.Other_Default_Ignorable_Code_Point, unicode.Variation_Selector) ||
+		!unicode.In(c, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc)
+}
+
+func (r *Run) checkID(id string) string {
 	switch {
 	case id == "":
 		return "a step needs an id"
-	case len(id) > ex.cfg.Limits.MaxIDLength:
-		return fmt.Sprintf("step id longer than %d bytes", ex.cfg.Limits.MaxIDLength)
+	case len(id) > r.ex.cfg.Limits.MaxIDLength:
+		return fmt.Sprintf("step id longer than %d bytes", r.ex.cfg.Limits.MaxIDLength)
 	case !utf8.ValidString(id):
 		return "step id is not valid UTF-8"
 	}
-	for _, r := range id {
-		if unicode.IsControl(r) || unicode.IsSpace(r) {
+	for _, c := range id {
+		switch {
+		case unicode.IsControl(c) || unicode.IsSpace(c):
 			return "step id holds a space or control character"
+		case invisible(c):
+			return "step id holds an invisible or direction-changing character"
 		}
 	}
 	return ""

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -53,35 +53,18 @@ type PlanResponse struct {
 	RequestID string
 }
 
-// AgentPlanner plans with a language model. The agent holds no tools and its
+// AgentPlanner plans with a language model. Its agent holds no tools and its
 // output is a Plan: a planner cannot dispatch what it is planning.
 type AgentPlanner struct {
 	model llm.Model
 	agent Agent
 }
 
-var (
-	planType    = reflect.TypeFor[Plan]()
-	planPtrType = reflect.TypeFor[*Plan]()
-)
-
-// NewAgentPlanner returns a planner over model. It refuses, with a
-// *ConfigurationError, an agent that declares any tool and an agent whose
-// output is not a Plan.
+// NewAgentPlanner returns a planner over model, acting as agent. The agent
+// has no tools to declare: a planner cannot dispatch what it is planning.
 func NewAgentPlanner(model llm.Model, agent Agent) (*AgentPlanner, error) {
 	if model == nil {
-		return nil, &ConfigurationError{Problem: "the planner needs a model"}
-	}
-	if len(agent.Tools) > 0 {
-		return nil, &ConfigurationError{Tool: agent.Tools[0], Problem: fmt.Sprintf(
-			"planning agent %q declares tools (%s), so it could dispatch what it is planning; a planner holds no tools",
-			agent.Name, strings.Join(agent.Tools, ", "))}
-	}
-	if agent.Output != nil {
-		if t := reflect.TypeOf(agent.Output); t != planType && t != planPtrType {
-			return nil, &ConfigurationError{Problem: fmt.Sprintf(
-				"planning agent %q produces %s, not a Plan: its output could not be validated as one", agent.Name, t)}
-		}
+		return nil, &ConfigurationError{Why: "the planner needs a model"}
 	}
 	return &AgentPlanner{model: model, agent: agent}, nil
 }
@@ -107,7 +90,7 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 	msgs := []llm.Message{{Role: llm.RoleUser, Content: "Task: " + req.Task + "\n\nTools:\n" + string(catalog)}}
 	for _, r := range req.Refusals {
 		msgs = append(msgs,
-			llm.Message{Role: llm.RoleAssistant, Content: string(r.Payload)},
+			llm.Message{Role: llm.RoleAssistant, Content: excerpt(r.Payload)},
 			llm.Message{Role: llm.RoleUser, Content: Feedback(r)})
 	}
 	strict := true
@@ -132,6 +115,23 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 	// answer that came with an error (cut off by the token limit) still cost
 	// its tokens: the response carries them beside the error.
 	return &PlanResponse{Payload: []byte(resp.Content), Usage: resp.Usage, Model: resp.Model, RequestID: resp.RequestID}, err
+}
+
+// maxExcerpt bounds how much of a refused plan is sent back to the model: a
+// plan refused for its size must not grow every later request by its size.
+const maxExcerpt = 16 << 10
+
+// excerpt is a refused payload as the model is shown it again: whole when
+// small, else its start, cut on a rune boundary and marked as cut.
+func excerpt(payload []byte) string {
+	if len(payload) <= maxExcerpt {
+		return string(payload)
+	}
+	cut := maxExcerpt
+	for cut > 0 && !utf8.RuneStart(payload[cut]) {
+		cut--
+	}
+	return string(payload[:cut]) + fmt.Sprintf("\n[… %d more bytes not shown]", len(payload)-cut)
 }
 
 // Feedback renders a refusal for the planner to read: the reason, the step,
@@ -207,59 +207,65 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 	return out
 }
 
-// Planned asks planner for a plan for task, validates it, and on refusal asks
+// Plan asks planner for a plan for task, validates it, and on refusal asks
 // again with the refusal as feedback, at most MaxReplans more times. Each
 // attempt is a new revision of one plan id. Malformed output counts as an
 // attempt. Past the allowance it returns a *PlanValidationError with
 // ReasonReplan, wrapping the last refusal. An error from the planner itself
 // (a provider outage) is returned as it is.
-func (ex *Executor) Planned(ctx context.Context, planner Planner, task string) (Plan, error) {
-	d := &ex.cfg.Delegation
+func (r *Run) Plan(ctx context.Context, planner Planner, task string) (Plan, error) {
+	d := &r.d
+	if len(r.catalog) == 0 {
+		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation's scope leaves no tool to plan with"}
+	}
 	planID := uuid.NewString()
 	var refusals []*PlanValidationError
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return Plan{}, err
 		}
-		resp, err := planner.Plan(ctx, PlanRequest{Task: task, Tools: ex.Catalog(), Attempt: attempt, Refusals: refusals})
+		resp, err := planner.Plan(ctx, PlanRequest{Task: task, Tools: r.Catalog(), Attempt: attempt, Refusals: refusals})
 		if resp != nil {
-			ex.rec.mu.Lock()
-			ex.usage = ex.usage.Add(resp.Usage)
-			ex.rec.mu.Unlock()
+			r.mu.Lock()
+			r.usage = r.usage.Add(resp.Usage)
+			r.mu.Unlock()
 		}
 		if err != nil {
 			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
 		}
 		usage := resp.Usage
-		plan, perr := ex.decodeAndValidate(resp.Payload, planID, attempt)
+		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt)
 		if perr == nil {
-			ex.rec.emit(Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+			r.mu.Lock()
+			r.planned = [2]any{planID, attempt}
+			r.mu.Unlock()
+			r.rec.emit(Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
 				Model: resp.Model, RequestID: resp.RequestID,
 				Detail: fmt.Sprintf("%d steps", len(plan.Steps))})
 			return plan, nil
 		}
 		perr.Attempts = attempt
-		ex.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+		r.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
 			Model: resp.Model, RequestID: resp.RequestID,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		refusals = append(refusals, perr)
-		if attempt > ex.cfg.MaxReplans {
+		if attempt > r.ex.cfg.MaxReplans {
 			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
 				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
 		}
-		ex.rec.emit(Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
+		r.rec.emit(Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
 	}
 }
 
-func (ex *Executor) decodeAndValidate(payload []byte, planID string, revision int) (Plan, *PlanValidationError) {
-	plan, err := DecodePlan(payload, ex.cfg.Limits)
+func (r *Run) decodeAndValidate(payload []byte, planID string, revision int) (Plan, *PlanValidationError) {
+	plan, err := DecodePlan(payload, r.ex.cfg.Limits)
 	if err != nil {
 		perr := err.(*PlanValidationError)
-		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = ex.cfg.Delegation.RunID, ex.cfg.Delegation.Tenant, planID, revision
+		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = r.d.RunID, r.d.Tenant, planID, revision
 		return Plan{}, perr
 	}
 	plan.ID, plan.Revision = planID, revision
-	if _, perr := ex.validate(&plan, payload); perr != nil {
+	if _, perr := r.validate(&plan, payload); perr != nil {
 		return Plan{}, perr
 	}
 	return plan, nil

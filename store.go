@@ -3,7 +3,6 @@ package planexec
 import (
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -90,10 +89,9 @@ type PlanStore interface {
 }
 
 // StepStore is a store that keeps plans and idempotency claims in one
-// database. When an executor's Plans and Idempotency are the same StepStore,
-// it writes a step's claim and its record in one transaction, so there is no
-// moment in which one is written and the other is not. The key's tenant
-// scopes both.
+// database. When an executor's store is a StepStore, it writes a step's claim
+// and its record in one transaction, so there is no moment in which one is
+// written and the other is not. The key's tenant scopes both.
 type StepStore interface {
 	PlanStore
 	IdempotencyStore
@@ -101,87 +99,4 @@ type StepStore interface {
 	CompleteStep(ctx context.Context, key Key, epoch int64, outcome json.RawMessage, runID string, rec StepRecord) error
 	// ReleaseStep does Release and SaveStep at once: both or neither.
 	ReleaseStep(ctx context.Context, key Key, epoch int64, inDoubt bool, runID string, rec StepRecord) error
-}
-
-// MemoryPlanStore is a PlanStore in memory: for tests and single-process use.
-// It does not outlive the process. It keeps approval decisions too (it is an
-// ApprovalStore), so executors that share it share decisions. The zero value
-// is ready to use.
-type MemoryPlanStore struct {
-	mu   sync.Mutex
-	runs map[[2]string]*PlanRecord
-	MemoryApprovalStore
-}
-
-// SavePlan implements PlanStore.
-func (s *MemoryPlanStore) SavePlan(_ context.Context, rec *PlanRecord) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.runs == nil {
-		s.runs = map[[2]string]*PlanRecord{}
-	}
-	k := [2]string{rec.Tenant, rec.RunID}
-	c := *rec
-	c.Plan = clonePlan(rec.Plan)
-	if old, ok := s.runs[k]; ok && old.Plan.ID == rec.Plan.ID {
-		c.Steps = old.Steps
-		c.Created = old.Created
-	} else {
-		c.Steps = map[string]StepRecord{}
-	}
-	s.runs[k] = &c
-	return nil
-}
-
-// SaveStep implements PlanStore.
-func (s *MemoryPlanStore) SaveStep(_ context.Context, tenant, runID string, step StepRecord) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rec, ok := s.runs[[2]string{tenant, runID}]
-	if !ok {
-		return ErrNoRecord
-	}
-	step.Outcome = append(json.RawMessage(nil), step.Outcome...)
-	rec.Steps[step.StepID] = step
-	if step.Finished.After(rec.Updated) {
-		rec.Updated = step.Finished
-	}
-	return nil
-}
-
-// LoadPlan implements PlanStore.
-func (s *MemoryPlanStore) LoadPlan(_ context.Context, tenant, runID string) (*PlanRecord, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rec, ok := s.runs[[2]string{tenant, runID}]
-	if !ok {
-		return nil, ErrNoRecord
-	}
-	c := *rec
-	c.Plan = clonePlan(rec.Plan)
-	c.Steps = make(map[string]StepRecord, len(rec.Steps))
-	for id, st := range rec.Steps {
-		st.Outcome = append(json.RawMessage(nil), st.Outcome...)
-		c.Steps[id] = st
-	}
-	return &c, nil
-}
-
-// Forget implements PlanStore.
-func (s *MemoryPlanStore) Forget(_ context.Context, tenant, runID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.runs, [2]string{tenant, runID})
-	return nil
-}
-
-func clonePlan(p Plan) Plan {
-	c := p
-	c.Steps = make([]Step, len(p.Steps))
-	for i, s := range p.Steps {
-		s.Arguments = append(json.RawMessage(nil), s.Arguments...)
-		s.DependsOn = append([]string(nil), s.DependsOn...)
-		c.Steps[i] = s
-	}
-	return c
 }

@@ -3,48 +3,71 @@ package planexec
 import (
 	"context"
 	"fmt"
-	"reflect"
 )
 
-// Tool is a function the executor may call for a step. Build one with
-// NewTool; its argument type must be the one its Contract declares, and the
-// executor checks that when it is built.
+// Tool is a function a plan may call, with the contract its arguments are
+// held to. Build one with NewTool: its name is written once and its argument
+// type once, and the contract is generated from that type.
+//
+// A Tool is immutable and safe to share between executors.
 type Tool struct {
 	name        string
 	description string
-	argType     reflect.Type
+	contract    *Contract
 	call        func(ctx context.Context, args any) (any, error)
 }
 
-// NewTool registers fn under name. The executor calls fn with the arguments
-// its contract decoded, as an A, never a map. What fn returns is recorded as
-// JSON (encoding/json), so a later replay returns the same outcome.
+// NewTool declares a tool: fn, called with arguments of type A, a struct, as
+// its contract decoded them (never a map). opts say what the contract says
+// beyond the type: Irreversible, KeyArguments, RequireApproval.
 //
-// The description is shown to the planner beside the tool's schema.
-func NewTool[A, R any](name, description string, fn func(ctx context.Context, args A) (R, error)) Tool {
-	return Tool{
+// What fn returns is recorded as JSON (encoding/json), so a later replay
+// returns the same outcome. The description is shown to the planner beside the
+// tool's schema.
+//
+// It returns a *ConfigurationError when the name is empty, fn is nil, or the
+// contract cannot be built from A (see NewContract).
+func NewTool[A, R any](name, description string, fn func(ctx context.Context, args A) (R, error), opts ...ContractOption) (*Tool, error) {
+	if fn == nil {
+		return nil, &ConfigurationError{Tool: name, Why: "has no function to call"}
+	}
+	c, err := NewContract[A](name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Tool{
 		name:        name,
 		description: description,
-		argType:     reflect.TypeFor[A](),
+		contract:    c,
 		call: func(ctx context.Context, args any) (any, error) {
 			a, ok := args.(A)
 			if !ok {
-				// Unreachable when the executor was built: it checks the types.
-				return nil, fmt.Errorf("planexec: tool %q called with %T, want %s", name, args, reflect.TypeFor[A]())
+				// Unreachable: the contract decodes exactly an A.
+				return nil, fmt.Errorf("planexec: tool %s called with %T", quote(name), args)
 			}
 			return fn(ctx, a)
 		},
-	}
+	}, nil
 }
 
-// Name is the tool's registered name.
-func (t Tool) Name() string { return t.name }
+// MustTool is NewTool for package-level declarations: it panics on error.
+func MustTool[A, R any](name, description string, fn func(ctx context.Context, args A) (R, error), opts ...ContractOption) *Tool {
+	t, err := NewTool(name, description, fn, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Name is the tool's name, as plans write it.
+func (t *Tool) Name() string { return t.name }
 
 // Description is shown to the planner.
-func (t Tool) Description() string { return t.description }
+func (t *Tool) Description() string { return t.description }
 
-// ArgumentType is the Go type the tool takes.
-func (t Tool) ArgumentType() reflect.Type { return t.argType }
+// Contract is what the tool's arguments are held to. A test can check raw
+// arguments against it without an executor (see Contract.Check).
+func (t *Tool) Contract() *Contract { return t.contract }
 
 // stepKey is the context key of the step a tool runs for.
 type stepKey struct{}
@@ -58,7 +81,7 @@ type stepContext struct {
 // IdempotencyKey returns the idempotency key of the step a tool is running
 // for, so the tool can pass it on to a remote API that deduplicates (a
 // payment provider's Idempotency-Key header, say). ok is false outside a step
-// or when the executor has no idempotency store.
+// or when the executor's store keeps no claims.
 func IdempotencyKey(ctx context.Context) (key string, ok bool) {
 	sc, _ := ctx.Value(stepKey{}).(*stepContext)
 	if sc == nil || sc.key == "" {
@@ -69,10 +92,10 @@ func IdempotencyKey(ctx context.Context) (key string, ok bool) {
 
 // StepInfo describes the step a tool is running for.
 type StepInfo struct {
-	RunID, Tenant, PlanID string
-	Revision              int
-	StepID                string
-	Tool                  string
+	RunID, Tenant, User, PlanID string
+	Revision                    int
+	StepID                      string
+	Tool                        string
 }
 
 // CurrentStep returns the step a tool is running for.

@@ -1,0 +1,310 @@
+package planexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+
+	"github.com/planexec/planexec/llm"
+)
+
+// Run is one job under one delegation: it plans, validates, executes and
+// resumes, and keeps the run's events and token usage. Make one per job with
+// Executor.Run; it is cheap (the executor holds the tools and the store).
+//
+// A Run is safe for concurrent use, but executes one plan at a time: Execute,
+// Resume or Do while another of them is running on the same Run is
+// ErrRunBusy.
+type Run struct {
+	ex      *Executor
+	d       Delegation
+	catalog []ToolSpec // the tools the delegation allows, in Config.Tools order
+	rec     record
+	busy    atomic.Bool
+
+	mu      sync.Mutex
+	usage   llm.Usage
+	planned [2]any // id and revision of the last plan Plan accepted
+}
+
+// RunOption configures a run.
+type RunOption func(*Run)
+
+// WithObserver watches this run's events live, after Config.Observer.
+func WithObserver(o Observer) RunOption {
+	return func(r *Run) {
+		if o != nil {
+			r.rec.observers = append(r.rec.observers, o)
+		}
+	}
+}
+
+// Run makes a run acting under d. A missing run id gets a new one. Ids that
+// could not be stored and shown faithfully (invalid UTF-8, control
+// characters in the run id, tenant, user or agent) are a *DelegationError.
+//
+// Making a run touches no store: a run of an id the store already holds
+// picks up that record on Resume or Do.
+func (ex *Executor) Run(d Delegation, opts ...RunOption) (*Run, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	r := &Run{ex: ex, d: d, rec: record{now: ex.cfg.Now}}
+	if ex.cfg.Observer != nil {
+		r.rec.observers = append(r.rec.observers, ex.cfg.Observer)
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	r.catalog = ex.catalog
+	if d.Scope != nil {
+		r.catalog = nil
+		for _, t := range ex.catalog {
+			if slices.Contains(d.Scope, t.Name) {
+				r.catalog = append(r.catalog, t)
+			}
+		}
+	}
+	return r, nil
+}
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.d.RunID }
+
+// Delegation is the authority the run acts under.
+func (r *Run) Delegation() Delegation {
+	d := r.d
+	d.Scope = slices.Clone(d.Scope)
+	return d
+}
+
+// Catalog describes the tools a plan of this run may use: the executor's
+// tools that the delegation covers.
+func (r *Run) Catalog() []ToolSpec { return slices.Clone(r.catalog) }
+
+// Events returns the run's record so far, in order.
+func (r *Run) Events() []Event { return r.rec.snapshot() }
+
+// Usage is the token usage of every planning call this run made.
+func (r *Run) Usage() llm.Usage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.usage
+}
+
+// Validate checks the whole plan and returns a *PlanValidationError for the
+// first thing wrong, in this order: empty, too_long, malformed (a plan
+// larger than Limits.MaxPlanBytes), then per step (malformed id,
+// duplicate_id, unknown_tool, not_allowed, arguments), then duplicate_effect,
+// dependency and cycle. It never panics and costs O(steps + edges) plus the
+// size of the arguments.
+func (r *Run) Validate(plan Plan) error {
+	if _, err := r.validate(&plan, nil); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Execute validates plan, clears every step that needs a person or a grant,
+// stores the plan, and runs it: each step starts as soon as all it depends on
+// finished, up to Config.Concurrency at once. A denial or refusal during
+// clearance means no step ran. Just before each step runs, the delegation,
+// its grant and its approval are checked again (expiry, revocation). A failed
+// step stops new dispatch; running steps finish and are recorded; the errors
+// are returned joined.
+//
+// The Result is nil when nothing ran: the plan was refused, not cleared, or
+// awaits a person. Otherwise it holds what finished, even when err is not nil.
+//
+// A plan without an id gets one. A plan that Plan did not just return (built
+// by hand, or edited to a new id or revision) is recorded as PLANNED once it
+// passes validation.
+func (r *Run) Execute(ctx context.Context, plan Plan) (*Result, error) {
+	if !r.busy.CompareAndSwap(false, true) {
+		return nil, ErrRunBusy
+	}
+	defer r.busy.Store(false)
+	return r.execute(ctx, plan)
+}
+
+func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
+	if plan.ID == "" {
+		plan.ID = uuid.NewString()
+	}
+	if plan.Revision == 0 {
+		plan.Revision = 1
+	}
+	v, perr := r.validate(&plan, nil)
+	if perr != nil {
+		r.rec.emit(Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
+		return nil, perr
+	}
+	r.mu.Lock()
+	fromPlan := r.planned == [2]any{plan.ID, plan.Revision}
+	r.mu.Unlock()
+	if !fromPlan {
+		r.rec.emit(Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+			Detail: fmt.Sprintf("%d steps, validated", len(plan.Steps))})
+	}
+	return r.run(ctx, v, nil)
+}
+
+// Resume picks up the run from the store: it revalidates the stored plan
+// against the tools' contracts as they are now (a tool whose schema moved
+// refuses it with ReasonArguments), replays the steps that finished, clears
+// what still needs clearing (a recorded decision is not asked again), and
+// runs the rest. A run the store has no record of is ErrNoRecord.
+func (r *Run) Resume(ctx context.Context) (*Result, error) {
+	if !r.busy.CompareAndSwap(false, true) {
+		return nil, ErrRunBusy
+	}
+	defer r.busy.Store(false)
+	rec, err := r.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return r.resume(ctx, rec)
+}
+
+// load reads the run's record.
+func (r *Run) load(ctx context.Context) (*PlanRecord, error) {
+	if r.ex.plans == nil {
+		return nil, &ConfigurationError{Why: "no store: nothing could have been written to resume from"}
+	}
+	rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
+	if errors.Is(err, ErrNoRecord) {
+		return nil, fmt.Errorf("planexec: nothing to resume for run %s: %w", quote(r.d.RunID), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
+	}
+	return rec, nil
+}
+
+func (r *Run) resume(ctx context.Context, rec *PlanRecord) (*Result, error) {
+	v, perr := r.validate(&rec.Plan, nil)
+	if perr != nil {
+		r.rec.emit(Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
+			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: "on resume"})
+		return nil, perr
+	}
+	r.rec.emit(Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
+		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(rec.Plan.Steps))})
+	return r.run(ctx, v, rec.Steps)
+}
+
+// Do finishes the job task names: it resumes the run if the store holds a
+// record of it, and otherwise plans task with planner and executes the plan.
+// It is what a service calls on every request for a job, first or repeated:
+// a retried request resumes instead of planning (and acting) again.
+func (r *Run) Do(ctx context.Context, planner Planner, task string) (*Result, error) {
+	if !r.busy.CompareAndSwap(false, true) {
+		return nil, ErrRunBusy
+	}
+	defer r.busy.Store(false)
+	if r.ex.plans != nil {
+		rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
+		switch {
+		case err == nil:
+			return r.resume(ctx, rec)
+		case !errors.Is(err, ErrNoRecord):
+			return nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
+		}
+	}
+	plan, err := r.Plan(ctx, planner, task)
+	if err != nil {
+		return nil, err
+	}
+	return r.execute(ctx, plan)
+}
+
+// Forget removes the run's plan record and its step records.
+func (r *Run) Forget(ctx context.Context) error {
+	if r.ex.plans == nil {
+		return &ConfigurationError{Why: "no store: nothing to forget"}
+	}
+	return r.ex.plans.Forget(ctx, r.d.Tenant, r.d.RunID)
+}
+
+// Decide records a person's decision for one of the run's approval requests,
+// so the next Resume finds it instead of asking again. A decision that names
+// no request, or is neither Approved nor Denied, is ErrInvalidDecision.
+func (r *Run) Decide(ctx context.Context, d Decision) error {
+	if d.RequestID == "" {
+		return fmt.Errorf("planexec: the decision names no request: %w", ErrInvalidDecision)
+	}
+	switch d.Status {
+	case Approved, Denied:
+	default:
+		return fmt.Errorf("planexec: a decision is approved or denied, not %s: %w", quote(string(d.Status)), ErrInvalidDecision)
+	}
+	if d.DecidedAt.IsZero() {
+		d.DecidedAt = r.ex.cfg.Now()
+	}
+	return r.ex.approvals.SaveDecision(ctx, r.d.Tenant, d)
+}
+
+// Resolve settles an effect in doubt (see *IndeterminateOutcomeError) once
+// the real outcome is known: it happened (r.Outcome is then replayed as the
+// step's outcome) or it did not (the step may run again). It settles the key
+// in the store's claims and the step's record of this run. A key the store
+// has no record of is ErrNoRecord; one a live holder has in flight is
+// ErrInFlight; one already recorded as done is ErrCompleted.
+func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
+	d := &r.d
+	if r.ex.plans == nil {
+		return &ConfigurationError{Why: "no store: nothing records an outcome to resolve"}
+	}
+	if key.Tenant != d.Tenant {
+		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
+	}
+	if res.Applied {
+		if len(res.Outcome) == 0 {
+			res.Outcome = json.RawMessage("null")
+		}
+		if !json.Valid(res.Outcome) {
+			return fmt.Errorf("planexec: the outcome of a resolution must be JSON: %w", ErrInvalidDecision)
+		}
+	}
+	found := false
+	if store := r.ex.claims; store != nil {
+		err := store.Resolve(ctx, key, res)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, ErrNoRecord):
+			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
+		}
+	}
+	rec, err := r.ex.plans.LoadPlan(ctx, d.Tenant, d.RunID)
+	if err != nil && !errors.Is(err, ErrNoRecord) {
+		return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
+	}
+	if rec != nil {
+		for _, st := range rec.Steps {
+			if st.Key != key.Digest || st.Status != StepInDoubt {
+				continue
+			}
+			st.Status, st.Outcome, st.Error = StepFailed, nil, "resolved: not applied"
+			if res.Applied {
+				st.Status, st.Outcome, st.Error = StepDone, res.Outcome, ""
+			}
+			st.Finished = r.ex.cfg.Now()
+			if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
+				return fmt.Errorf("planexec: resolving step %s: %w", quote(st.StepID), err)
+			}
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
+	}
+	return nil
+}

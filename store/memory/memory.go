@@ -1,0 +1,307 @@
+// Package memory is a planexec store in process memory: plans, step records,
+// idempotency claims and approval decisions in one value, for tests and
+// single-process services that need no durability.
+//
+// It has every capability the durable stores have, the one-transaction step
+// write (planexec.StepStore) among them, so code tested against it runs the
+// same paths against SQLite or Postgres. It does not outlive the process.
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/planexec/planexec"
+)
+
+// Store keeps plans, steps, claims and decisions in memory. It is safe for
+// concurrent use. Build one with New.
+type Store struct {
+	mu        sync.Mutex
+	now       func() time.Time
+	runs      map[[2]string]*planexec.PlanRecord
+	claims    map[planexec.Key]*claim
+	decisions map[[2]string]planexec.Decision
+}
+
+var (
+	_ planexec.StepStore     = (*Store)(nil)
+	_ planexec.ApprovalStore = (*Store)(nil)
+)
+
+// Option configures New.
+type Option func(*Store)
+
+// WithClock sets the clock against which claim leases are given and run out.
+// Default: time.Now.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
+// New returns an empty store.
+func New(opts ...Option) *Store {
+	s := &Store{
+		now:       time.Now,
+		runs:      map[[2]string]*planexec.PlanRecord{},
+		claims:    map[planexec.Key]*claim{},
+		decisions: map[[2]string]planexec.Decision{},
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	return s
+}
+
+// SavePlan implements planexec.PlanStore.
+func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{rec.Tenant, rec.RunID}
+	c := *rec
+	c.Plan = clonePlan(rec.Plan)
+	if old, ok := s.runs[k]; ok && old.Plan.ID == rec.Plan.ID {
+		c.Steps = old.Steps
+		c.Created = old.Created
+	} else {
+		c.Steps = map[string]planexec.StepRecord{}
+	}
+	s.runs[k] = &c
+	return nil
+}
+
+// SaveStep implements planexec.PlanStore.
+func (s *Store) SaveStep(_ context.Context, tenant, runID string, step planexec.StepRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saveStep(tenant, runID, step)
+}
+
+// saveStep writes a step record. Callers hold s.mu.
+func (s *Store) saveStep(tenant, runID string, step planexec.StepRecord) error {
+	rec, ok := s.runs[[2]string{tenant, runID}]
+	if !ok {
+		return planexec.ErrNoRecord
+	}
+	step.Outcome = clone(step.Outcome)
+	rec.Steps[step.StepID] = step
+	if step.Finished.After(rec.Updated) {
+		rec.Updated = step.Finished
+	}
+	return nil
+}
+
+// LoadPlan implements planexec.PlanStore.
+func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.runs[[2]string{tenant, runID}]
+	if !ok {
+		return nil, planexec.ErrNoRecord
+	}
+	c := *rec
+	c.Plan = clonePlan(rec.Plan)
+	c.Steps = make(map[string]planexec.StepRecord, len(rec.Steps))
+	for id, st := range rec.Steps {
+		st.Outcome = clone(st.Outcome)
+		c.Steps[id] = st
+	}
+	return &c, nil
+}
+
+// Forget implements planexec.PlanStore.
+func (s *Store) Forget(_ context.Context, tenant, runID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.runs, [2]string{tenant, runID})
+	return nil
+}
+
+// Decision implements planexec.ApprovalStore.
+func (s *Store) Decision(_ context.Context, tenant, requestID string) (planexec.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.decisions[[2]string{tenant, requestID}]
+	if !ok {
+		return planexec.Decision{}, planexec.ErrNoRecord
+	}
+	return d, nil
+}
+
+// SaveDecision implements planexec.ApprovalStore.
+func (s *Store) SaveDecision(_ context.Context, tenant string, d planexec.Decision) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.decisions[[2]string{tenant, d.RequestID}] = d
+	return nil
+}
+
+// claimFree marks a key given up; it keeps its epoch so fencing still holds.
+const claimFree planexec.ClaimState = 0
+
+type claim struct {
+	state   planexec.ClaimState
+	epoch   int64
+	holder  string
+	expires time.Time
+	outcome json.RawMessage
+}
+
+// Claim implements planexec.IdempotencyStore.
+func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	c, ok := s.claims[req.Key]
+	if !ok {
+		c = &claim{}
+		s.claims[req.Key] = c
+	} else {
+		switch c.state {
+		case planexec.ClaimCompleted:
+			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: c.epoch, Outcome: clone(c.outcome)}, nil
+		case planexec.ClaimInDoubt:
+			return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.epoch, Holder: c.holder}, nil
+		case planexec.ClaimAcquired:
+			if now.Before(c.expires) {
+				return planexec.Claim{State: planexec.ClaimHeld, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+			}
+			if !req.TakeOver {
+				return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+			}
+		}
+	}
+	c.state, c.holder, c.expires, c.outcome = planexec.ClaimAcquired, req.Holder, now.Add(req.Lease), nil
+	c.epoch++
+	return planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+}
+
+// held returns the claim if epoch still holds it. Callers hold s.mu.
+func (s *Store) held(key planexec.Key, epoch int64) (*claim, error) {
+	c, ok := s.claims[key]
+	if !ok {
+		return nil, planexec.ErrNoRecord
+	}
+	if c.epoch != epoch || c.state != planexec.ClaimAcquired {
+		return nil, planexec.ErrFenced
+	}
+	return c, nil
+}
+
+// Extend implements planexec.IdempotencyStore.
+func (s *Store) Extend(_ context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.held(key, epoch)
+	if err != nil {
+		return err
+	}
+	c.expires = s.now().Add(lease)
+	return nil
+}
+
+// Complete implements planexec.IdempotencyStore.
+func (s *Store) Complete(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.complete(key, epoch, outcome)
+}
+
+func (s *Store) complete(key planexec.Key, epoch int64, outcome json.RawMessage) error {
+	c, err := s.held(key, epoch)
+	if err != nil {
+		return err
+	}
+	c.state, c.outcome = planexec.ClaimCompleted, clone(outcome)
+	return nil
+}
+
+// Release implements planexec.IdempotencyStore.
+func (s *Store) Release(_ context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.release(key, epoch, inDoubt)
+}
+
+func (s *Store) release(key planexec.Key, epoch int64, inDoubt bool) error {
+	c, err := s.held(key, epoch)
+	if err != nil {
+		return err
+	}
+	c.state = claimFree
+	if inDoubt {
+		c.state = planexec.ClaimInDoubt
+	}
+	return nil
+}
+
+// Resolve implements planexec.IdempotencyStore.
+func (s *Store) Resolve(_ context.Context, key planexec.Key, r planexec.Resolution) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.claims[key]
+	if !ok {
+		return planexec.ErrNoRecord
+	}
+	if c.state == planexec.ClaimAcquired && s.now().Before(c.expires) {
+		return planexec.ErrInFlight
+	}
+	if c.state == planexec.ClaimCompleted {
+		return planexec.ErrCompleted
+	}
+	c.epoch++
+	if !r.Applied {
+		c.state = claimFree
+		return nil
+	}
+	c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
+	return nil
+}
+
+// CompleteStep implements planexec.StepStore: the claim and the step record
+// are written together or not at all.
+func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
+		return planexec.ErrNoRecord
+	}
+	if err := s.complete(key, epoch, outcome); err != nil {
+		return err
+	}
+	return s.saveStep(key.Tenant, runID, rec)
+}
+
+// ReleaseStep implements planexec.StepStore: the claim and the step record
+// are written together or not at all.
+func (s *Store) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
+		return planexec.ErrNoRecord
+	}
+	if err := s.release(key, epoch, inDoubt); err != nil {
+		return err
+	}
+	return s.saveStep(key.Tenant, runID, rec)
+}
+
+func clone(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+func clonePlan(p planexec.Plan) planexec.Plan {
+	c := p
+	c.Steps = make([]planexec.Step, len(p.Steps))
+	for i, st := range p.Steps {
+		st.Arguments = clone(st.Arguments)
+		st.DependsOn = append([]string(nil), st.DependsOn...)
+		c.Steps[i] = st
+	}
+	return c
+}
