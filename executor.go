@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -507,23 +508,42 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	return res, nil
 }
 
-// claim takes a step's key. The claim is written whatever happens to ctx
-// meanwhile (bounded by the lease): a caller that gives up halfway must not
+// claim takes a step's key. The claim is written even if ctx is cancelled
+// meanwhile, for up to a lease more: a caller that gives up halfway must not
 // leave a claim behind that nobody knows it holds, which an irreversible step
 // would find in doubt after the lease. If the store fails, the claim may
 // still have landed; it is looked up once and given back if it is this
 // execution's.
 func (r *Run) claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	store := r.ex.claims
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ex.cfg.Lease)
+	store, lease := r.ex.claims, r.ex.cfg.Lease
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	var (
+		mu    sync.Mutex
+		grace *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		grace = time.AfterFunc(lease, cancel)
+	})
+	defer func() {
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	c, err := store.Claim(wctx, req)
 	if err == nil {
 		return c, nil
 	}
-	if again, aerr := store.Claim(wctx, req); aerr == nil &&
+	lctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	defer done()
+	if again, aerr := store.Claim(lctx, req); aerr == nil &&
 		(again.State == ClaimAcquired || (again.State == ClaimHeld && again.Holder == req.Holder)) {
-		_ = store.Release(wctx, req.Key, again.Epoch, false)
+		_ = store.Release(lctx, req.Key, again.Epoch, false)
 	}
 	return Claim{}, err
 }

@@ -10,11 +10,11 @@ import (
 )
 
 // diffDecision lists how got differs from want, field by field.
-func diffDecision(got, want planexec.ApprovalDecision) []string {
+func diffDecision(got, want planexec.Decision) []string {
 	var d []string
-	if got.RecordID != want.RecordID || got.Status != want.Status || got.Approver != want.Approver || got.Reason != want.Reason {
+	if got.RequestID != want.RequestID || got.Status != want.Status || got.Approver != want.Approver || got.Why != want.Why {
 		d = append(d, fmt.Sprintf("decision %q %q by %q (%q), want %q %q by %q (%q)",
-			got.RecordID, got.Status, got.Approver, got.Reason, want.RecordID, want.Status, want.Approver, want.Reason))
+			got.RequestID, got.Status, got.Approver, got.Why, want.RequestID, want.Status, want.Approver, want.Why))
 	}
 	if !sameInstant(got.DecidedAt, want.DecidedAt) {
 		d = append(d, fmt.Sprintf("DecidedAt = %v, want %v to the millisecond", got.DecidedAt, want.DecidedAt))
@@ -35,36 +35,36 @@ func runApprovalStore(t *testing.T, open Open) {
 
 	t.Run("SaveDecision then Decision gives back every field", func(t *testing.T) {
 		k := setup(t, open)
-		granted := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalGranted, Approver: "dana",
-			Reason: "within budget", DecidedAt: k.clk.Now(), Expires: k.clk.Now().Add(90 * time.Minute)}
-		denied := planexec.ApprovalDecision{RecordID: "rec-2", Status: planexec.ApprovalDenied, Approver: "lee",
-			Reason: "not this fare", DecidedAt: k.clk.Now().Add(time.Second)} // Expires zero: never
-		for _, d := range []planexec.ApprovalDecision{granted, denied} {
+		granted := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana",
+			Why: "within budget", DecidedAt: k.clk.Now(), Expires: k.clk.Now().Add(90 * time.Minute)}
+		denied := planexec.Decision{RequestID: "rec-2", Status: planexec.Denied, Approver: "lee",
+			Why: "not this fare", DecidedAt: k.clk.Now().Add(time.Second)} // Expires zero: never
+		for _, d := range []planexec.Decision{granted, denied} {
 			if err := k.Approvals.SaveDecision(k.ctx, "acme", d); err != nil {
-				t.Fatalf("SaveDecision %s: %v", d.RecordID, err)
+				t.Fatalf("SaveDecision %s: %v", d.RequestID, err)
 			}
 		}
-		for _, want := range []planexec.ApprovalDecision{granted, denied} {
-			got, err := k.Approvals.Decision(k.ctx, "acme", want.RecordID)
+		for _, want := range []planexec.Decision{granted, denied} {
+			got, err := k.Approvals.Decision(k.ctx, "acme", want.RequestID)
 			if err != nil {
-				t.Fatalf("Decision %s: %v", want.RecordID, err)
+				t.Fatalf("Decision %s: %v", want.RequestID, err)
 			}
 			for _, d := range diffDecision(got, want) {
-				t.Errorf("%s: %s", want.RecordID, d)
+				t.Errorf("%s: %s", want.RequestID, d)
 			}
 		}
 	})
 
 	t.Run("A later SaveDecision for the same record replaces the earlier", func(t *testing.T) {
 		k := setup(t, open)
-		first := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalGranted, Approver: "dana",
+		first := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana",
 			DecidedAt: k.clk.Now(), Expires: k.clk.Now().Add(time.Hour)}
 		if err := k.Approvals.SaveDecision(k.ctx, "acme", first); err != nil {
 			t.Fatalf("SaveDecision: %v", err)
 		}
 		k.clk.Advance(time.Minute)
-		withdrawn := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalDenied, Approver: "lee",
-			Reason: "withdrawn", DecidedAt: k.clk.Now()}
+		withdrawn := planexec.Decision{RequestID: "rec-1", Status: planexec.Denied, Approver: "lee",
+			Why: "withdrawn", DecidedAt: k.clk.Now()}
 		if err := k.Approvals.SaveDecision(k.ctx, "acme", withdrawn); err != nil {
 			t.Fatalf("SaveDecision again: %v", err)
 		}
@@ -79,18 +79,18 @@ func runApprovalStore(t *testing.T, open Open) {
 
 	t.Run("Tenants are isolated: one tenant never reads another's decision", func(t *testing.T) {
 		k := setup(t, open)
-		acme := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalGranted, Approver: "dana", DecidedAt: k.clk.Now()}
+		acme := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana", DecidedAt: k.clk.Now()}
 		if err := k.Approvals.SaveDecision(k.ctx, "acme", acme); err != nil {
 			t.Fatalf("SaveDecision acme: %v", err)
 		}
 		if d, err := k.Approvals.Decision(k.ctx, "globex", "rec-1"); !errors.Is(err, planexec.ErrNoRecord) {
 			t.Errorf("globex reading acme's record id: want ErrNoRecord, got %+v, %v", d, err)
 		}
-		globex := planexec.ApprovalDecision{RecordID: "rec-1", Status: planexec.ApprovalDenied, Approver: "lee", Reason: "no", DecidedAt: k.clk.Now()}
+		globex := planexec.Decision{RequestID: "rec-1", Status: planexec.Denied, Approver: "lee", Why: "no", DecidedAt: k.clk.Now()}
 		if err := k.Approvals.SaveDecision(k.ctx, "globex", globex); err != nil {
 			t.Fatalf("SaveDecision globex: %v", err)
 		}
-		for tenant, want := range map[string]planexec.ApprovalDecision{"acme": acme, "globex": globex} {
+		for tenant, want := range map[string]planexec.Decision{"acme": acme, "globex": globex} {
 			got, err := k.Approvals.Decision(k.ctx, tenant, "rec-1")
 			if err != nil {
 				t.Fatalf("Decision %s: %v", tenant, err)

@@ -134,13 +134,6 @@ func crashPlan() planexec.Plan {
 	return p
 }
 
-var crashContracts = sync.OnceValue(func() []*planexec.Contract {
-	return []*planexec.Contract{
-		planexec.MustContract[crashArgs](crashReversible),
-		planexec.MustContract[crashArgs](crashIrreversible, planexec.Irreversible()),
-	}
-})
-
 // crashOutcome is what step's tool returns, and what a resolution records.
 func crashOutcome(run, step string) string { return run + "/" + step }
 
@@ -149,7 +142,7 @@ func crashOutcome(run, step string) string { return run + "/" + step }
 // that may safely run again must (it would hand its idempotency key to the
 // remote end); the irreversible one acts blindly, so that only the executor
 // stands between it and a second effect.
-func crashTools(effects Effects, at func(point, string), called func(string)) []planexec.Tool {
+func crashTools(effects Effects, at func(point, string), called func(string)) []*planexec.Tool {
 	tool := func(irreversible bool) func(context.Context, crashArgs) (string, error) {
 		return func(ctx context.Context, a crashArgs) (string, error) {
 			info, _ := planexec.CurrentStep(ctx)
@@ -172,25 +165,24 @@ func crashTools(effects Effects, at func(point, string), called func(string)) []
 			return crashOutcome(info.RunID, a.Step), nil
 		}
 	}
-	return []planexec.Tool{
-		planexec.NewTool(crashReversible, "Do something that may be done again.", tool(false)),
-		planexec.NewTool(crashIrreversible, "Do something once.", tool(true)),
+	return []*planexec.Tool{
+		planexec.MustTool(crashReversible, "Do something that may be done again.", tool(false)),
+		planexec.MustTool(crashIrreversible, "Do something once.", tool(true), planexec.Irreversible()),
 	}
 }
 
-func crashExecutor(run, holder string, s Stores, tools []planexec.Tool, gate planexec.ApprovalGate) (*planexec.Executor, error) {
-	return planexec.NewExecutor(planexec.Config{
-		Tools:       tools,
-		Contracts:   crashContracts(),
-		Agent:       planexec.Agent{Name: "crash-harness", Tools: []string{crashReversible, crashIrreversible}},
-		Delegation:  planexec.Delegation{RunID: run, Tenant: crashTenant, User: "harness"},
-		Gate:        gate,
-		Plans:       s.Plans,
-		Idempotency: s.Idempotency,
-		Approvals:   s.Approvals,
-		Lease:       crashLease,
-		Holder:      holder,
+func crashExecutor(run, holder string, s Stores, tools []*planexec.Tool, gate planexec.ApprovalGate) (*planexec.Run, error) {
+	ex, err := planexec.NewExecutor(planexec.Config{
+		Tools:  tools,
+		Gate:   gate,
+		Store:  s.store(),
+		Lease:  crashLease,
+		Holder: holder,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return ex.Run(planexec.Delegation{RunID: run, Tenant: crashTenant, User: "harness", Agent: "crash-harness"})
 }
 
 // CrashAnywhere kills a process running a plan over d at kills points, one
@@ -303,8 +295,8 @@ func crashChild(t *testing.T, d Durable, run string) {
 		stores.Plans = &markedPlans{PlanStore: stores.Plans, at: at}
 		stores.Idempotency = &markedClaims{IdempotencyStore: stores.Idempotency, at: at, steps: map[planexec.Key]string{}}
 	}
-	grant := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
-		return req.Grant("harness"), nil
+	grant := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+		return req.Approve("harness"), nil
 	})
 	ex, err := crashExecutor(run, "child", stores, crashTools(effects, at, func(string) {}), grant)
 	if err != nil {
@@ -545,9 +537,9 @@ func (r *recovery) called(step string) {
 // gate is the parent's approval gate: the child's decisions are on record,
 // so it should never be asked.
 func (r *recovery) gate() planexec.ApprovalGate {
-	return planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+	return planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 		r.problem("step %s was put to a person again: the decision the child stored is lost", req.StepID)
-		return req.Grant("harness"), nil
+		return req.Approve("harness"), nil
 	})
 }
 
@@ -620,7 +612,7 @@ func (r *recovery) resume(ctx context.Context) bool {
 				res.Outcome, _ = json.Marshal(crashOutcome(r.run, ind.Step))
 			}
 			switch err := ex.Resolve(ctx, ind.Key, res); {
-			case errors.Is(err, planexec.ErrClaimHeld):
+			case errors.Is(err, planexec.ErrInFlight):
 				wait = max(wait, crashLease)
 			case err != nil:
 				r.problem("resolving step %s (applied %v): %v", ind.Step, res.Applied, err)

@@ -23,8 +23,8 @@ type errands struct {
 	calls map[string]int
 }
 
-func (e *errands) tool(name string) planexec.Tool {
-	return planexec.NewTool(name, "Run an errand.", func(ctx context.Context, a errand) (string, error) {
+func (e *errands) tool(name string, opts ...planexec.ContractOption) *planexec.Tool {
+	return planexec.MustTool(name, "Run an errand.", func(ctx context.Context, a errand) (string, error) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		if e.calls == nil {
@@ -32,7 +32,7 @@ func (e *errands) tool(name string) planexec.Tool {
 		}
 		e.calls[name]++
 		return name + ":" + a.Item, nil
-	})
+	}, opts...)
 }
 
 func (e *errands) counts() map[string]int {
@@ -45,37 +45,31 @@ func runExecutor(t *testing.T, open Open) {
 	t.Run("A plan held for a person is decided, resumed and replayed by new executors over the same stores", func(t *testing.T) {
 		k := setup(t, open)
 		tools := &errands{}
-		contracts := []*planexec.Contract{
-			planexec.MustContract[errand]("fetch"),
-			planexec.MustContract[errand]("pay", planexec.Irreversible()),
-			planexec.MustContract[errand]("notify"),
-		}
-		// executor builds a new executor of run-1 over the stores.
-		executor := func(holder string, gate planexec.ApprovalGate) *planexec.Executor {
+		// executor builds a new executor over the stores, and its run-1.
+		executor := func(holder string, gate planexec.ApprovalGate) *planexec.Run {
 			t.Helper()
 			ex, err := planexec.NewExecutor(planexec.Config{
-				Tools:       []planexec.Tool{tools.tool("fetch"), tools.tool("pay"), tools.tool("notify")},
-				Contracts:   contracts,
-				Agent:       planexec.Agent{Name: "clerk", Tools: []string{"fetch", "pay", "notify"}},
-				Delegation:  planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana"},
-				Gate:        gate,
-				Plans:       k.Plans,
-				Idempotency: k.Idempotency,
-				Approvals:   k.Approvals,
-				Holder:      holder,
-				Now:         k.clk.Now,
+				Tools:  []*planexec.Tool{tools.tool("fetch"), tools.tool("pay", planexec.Irreversible()), tools.tool("notify")},
+				Gate:   gate,
+				Store:  k.store(),
+				Holder: holder,
+				Now:    k.clk.Now,
 			})
 			if err != nil {
 				t.Fatalf("NewExecutor: %v", err)
 			}
-			return ex
+			run, err := ex.Run(planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana", Agent: "clerk"})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			return run
 		}
-		pending := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
-			return req.Pending(), nil
+		pending := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+			return req.Defer(), nil
 		})
 		var asked []string
 		var askedMu sync.Mutex
-		mustNotAsk := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+		mustNotAsk := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 			askedMu.Lock()
 			asked = append(asked, req.StepID)
 			askedMu.Unlock()
@@ -103,7 +97,7 @@ func runExecutor(t *testing.T, open Open) {
 		}
 
 		k.clk.Advance(lease)
-		if err := executor("second", mustNotAsk).Decide(k.ctx, ap.Requests[0].Grant("dana")); err != nil {
+		if err := executor("second", mustNotAsk).Decide(k.ctx, ap.Requests[0].Approve("dana")); err != nil {
 			t.Fatalf("Decide: %v", err)
 		}
 

@@ -228,8 +228,8 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		held := k.acquire(t, theKey, "worker-a", true)
 		k.clk.Advance(lease / 2)
 		for _, r := range []planexec.Resolution{{Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}, {Applied: false}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, planexec.ErrClaimHeld) {
-				t.Errorf("Resolve(%+v) while the lease is live: want ErrClaimHeld, got %v", r, err)
+			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, planexec.ErrInFlight) {
+				t.Errorf("Resolve(%+v) while the lease is live: want ErrInFlight, got %v", r, err)
 			}
 		}
 		k.expectHeld(t, theKey, "worker-a", held.LeaseExpires)

@@ -31,7 +31,7 @@ type journal struct {
 	off       int64 // how much of the file is applied
 	plans     map[runKey]*planexec.PlanRecord
 	claims    map[planexec.Key]claim
-	decisions map[decisionKey]planexec.ApprovalDecision
+	decisions map[decisionKey]planexec.Decision
 	effects   map[string]map[string]int
 }
 
@@ -69,7 +69,7 @@ type claimEntry struct {
 
 type decisionEntry struct {
 	Tenant   string
-	Decision planexec.ApprovalDecision
+	Decision planexec.Decision
 }
 
 type effectEntry struct{ Run, Step string }
@@ -82,7 +82,7 @@ func openJournal(t testing.TB, path string, now func() time.Time) *journal {
 	}
 	f.Close()
 	return &journal{path: path, now: now, plans: map[runKey]*planexec.PlanRecord{}, claims: map[planexec.Key]claim{},
-		decisions: map[decisionKey]planexec.ApprovalDecision{}, effects: map[string]map[string]int{}}
+		decisions: map[decisionKey]planexec.Decision{}, effects: map[string]map[string]int{}}
 }
 
 // sync applies the lines appended since the journal last looked. Callers
@@ -164,7 +164,7 @@ func (j *journal) apply(e entry) {
 		j.claims[c.Key] = c.Claim
 	}
 	if d := e.Decision; d != nil {
-		j.decisions[decisionKey{d.Tenant, d.Decision.RecordID}] = d.Decision
+		j.decisions[decisionKey{d.Tenant, d.Decision.RequestID}] = d.Decision
 	}
 	if f := e.Effect; f != nil {
 		if j.effects[f.Run] == nil {
@@ -332,7 +332,7 @@ func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolu
 			return planexec.ErrNoRecord
 		}
 		if c.State == planexec.ClaimAcquired && j.now().Before(c.Expires) {
-			return planexec.ErrClaimHeld
+			return planexec.ErrInFlight
 		}
 		if c.State == planexec.ClaimCompleted {
 			return planexec.ErrCompleted
@@ -346,11 +346,11 @@ func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolu
 	})
 }
 
-func (j *journal) Decision(_ context.Context, tenant, recordID string) (planexec.ApprovalDecision, error) {
-	var d planexec.ApprovalDecision
+func (j *journal) Decision(_ context.Context, tenant, requestID string) (planexec.Decision, error) {
+	var d planexec.Decision
 	err := j.do(func() error {
 		var ok bool
-		if d, ok = j.decisions[decisionKey{tenant, recordID}]; !ok {
+		if d, ok = j.decisions[decisionKey{tenant, requestID}]; !ok {
 			return planexec.ErrNoRecord
 		}
 		return nil
@@ -358,7 +358,7 @@ func (j *journal) Decision(_ context.Context, tenant, recordID string) (planexec
 	return d, err
 }
 
-func (j *journal) SaveDecision(_ context.Context, tenant string, d planexec.ApprovalDecision) error {
+func (j *journal) SaveDecision(_ context.Context, tenant string, d planexec.Decision) error {
 	return j.do(func() error { return j.write(entry{Decision: &decisionEntry{tenant, d}}) })
 }
 

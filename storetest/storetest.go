@@ -82,6 +82,29 @@ func setup(t *testing.T, open Open) kit {
 	return kit{Stores: s, clk: clk, ctx: t.Context()}
 }
 
+// store is the one value an executor is configured with over s: a StepStore
+// (a step's claim and record in one transaction) when Plans is a StepStore
+// and the very value that is Idempotency, else one that writes them apart.
+func (s Stores) store() planexec.PlanStore {
+	if ss, ok := stepStoreOf(s); ok {
+		return oneWrite{ss, s.Approvals}
+	}
+	return apart{s.Plans, s.Idempotency, s.Approvals}
+}
+
+// oneWrite is a StepStore with decisions.
+type oneWrite struct {
+	planexec.StepStore
+	planexec.ApprovalStore
+}
+
+// apart keeps plans and claims in stores that write apart.
+type apart struct {
+	planexec.PlanStore
+	planexec.IdempotencyStore
+	planexec.ApprovalStore
+}
+
 // stepStoreOf returns the stores' StepStore when the executor would use one:
 // Plans is a StepStore and the very value that is Idempotency.
 func stepStoreOf(s Stores) (planexec.StepStore, bool) {

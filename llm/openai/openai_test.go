@@ -245,7 +245,7 @@ func tripExecutor(t *testing.T) *planexec.Executor {
 			planexec.MustContract[Itinerary]("send_itinerary"),
 		},
 		Agent: planexec.Agent{Name: "courier", Tools: []string{"search_flights", "hold_room", "book_flight", "send_itinerary"}},
-		Gate: planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+		Gate: planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 			return req.Deny("nobody", "test"), nil
 		}),
 	})

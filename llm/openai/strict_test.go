@@ -164,7 +164,7 @@ func twelveTools(t *testing.T) []planexec.ToolSpec {
 	ex, err := planexec.NewExecutor(planexec.Config{
 		Tools: tools, Contracts: contracts,
 		Agent: planexec.Agent{Name: "ops", Tools: names},
-		Gate: planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+		Gate: planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 			return req.Deny("nobody", "test"), nil
 		}),
 	})

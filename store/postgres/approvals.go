@@ -18,35 +18,35 @@ ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, status
 )
 
 // Decision implements planexec.ApprovalStore.
-func (s *Store) Decision(ctx context.Context, tenant, recordID string) (planexec.ApprovalDecision, error) {
+func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
 	const op = "decision"
 	var (
 		version int
 		doc     string
 	)
-	err := s.scan(ctx, s.q.decision, []any{tenant, recordID}, &version, &doc)
+	err := s.scan(ctx, s.q.decision, []any{tenant, requestID}, &version, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return planexec.ApprovalDecision{}, planexec.ErrNoRecord
+		return planexec.Decision{}, planexec.ErrNoRecord
 	}
 	if err != nil {
-		return planexec.ApprovalDecision{}, storeErr(op, err)
+		return planexec.Decision{}, storeErr(op, err)
 	}
-	d, err := decodeDecision(recordID, version, []byte(doc))
+	d, err := decodeDecision(requestID, version, []byte(doc))
 	if err != nil {
-		return planexec.ApprovalDecision{}, storeErr(op, err)
+		return planexec.Decision{}, storeErr(op, err)
 	}
 	return d, nil
 }
 
 // SaveDecision implements planexec.ApprovalStore, replacing an earlier
 // decision for the same record.
-func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.ApprovalDecision) error {
+func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
-	doc, err := encode(decisionDoc{Version: planexec.PlanRecordVersion, ApprovalDecision: d})
+	doc, err := encode(decisionDoc{Version: planexec.PlanRecordVersion, Decision: d})
 	if err != nil {
 		return storeErr(op, err)
 	}
-	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RecordID, planexec.PlanRecordVersion, string(d.Status), doc, d.DecidedAt); err != nil {
+	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RequestID, planexec.PlanRecordVersion, string(d.Status), doc, d.DecidedAt); err != nil {
 		return storeErr(op, err)
 	}
 	return nil

@@ -174,7 +174,7 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 	case state == stateCompleted:
 		return planexec.ErrCompleted
 	}
-	return planexec.ErrClaimHeld
+	return planexec.ErrInFlight
 }
 
 func (s *Store) claimExists(ctx context.Context, key planexec.Key) (bool, error) {

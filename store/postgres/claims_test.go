@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/storetest"
 )
@@ -20,8 +21,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 	t.Parallel()
 	clk := storetest.NewClock()
 	pg, _ := newStore(t, postgres.WithClock(clk.Now))
-	mem := &planexec.MemoryIdempotencyStore{}
-	mem.SetClock(clk.Now)
+	mem := memory.New(memory.WithClock(clk.Now))
 	ctx := context.Background()
 
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -85,7 +85,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 	}
 	// The run must have met every answer, or it proved less than it claims.
 	for _, want := range []string{"state 1", "state 2", "state 3", "state 4", "nil",
-		planexec.ErrNoRecord.Error(), planexec.ErrFenced.Error(), planexec.ErrClaimHeld.Error()} {
+		planexec.ErrNoRecord.Error(), planexec.ErrFenced.Error(), planexec.ErrInFlight.Error()} {
 		if seen[want] == 0 {
 			t.Errorf("no operation answered %q: %v", want, seen)
 		}
@@ -94,7 +94,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 
 // kind names an error by the sentinel it is.
 func kind(err error) string {
-	for _, s := range []error{planexec.ErrNoRecord, planexec.ErrFenced, planexec.ErrClaimHeld} {
+	for _, s := range []error{planexec.ErrNoRecord, planexec.ErrFenced, planexec.ErrInFlight} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}

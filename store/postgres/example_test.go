@@ -25,27 +25,25 @@ type Shipment struct {
 // TestExample runs it when PLANEXEC_POSTGRES_URL is set.)
 func Example() {
 	ctx := context.Background()
-	ship := planexec.NewTool("ship", "Ship an order.", func(ctx context.Context, s Shipment) (string, error) {
+	ship := planexec.MustTool("ship", "Ship an order.", func(ctx context.Context, s Shipment) (string, error) {
 		return fmt.Sprintf("shipped %s (%d items)", s.Order, s.Items), nil
 	})
 	runID := uuid.NewString()
-	replica := func() (*planexec.Executor, func()) {
+	replica := func() (*planexec.Run, func()) {
 		store, err := postgres.Open(ctx, os.Getenv("PLANEXEC_POSTGRES_URL"), postgres.WithSchema("planexec_example"))
 		if err != nil {
 			panic(err)
 		}
-		ex, err := planexec.NewExecutor(planexec.Config{
-			Tools:       []planexec.Tool{ship},
-			Contracts:   []*planexec.Contract{planexec.MustContract[Shipment]("ship")},
-			Agent:       planexec.Agent{Name: "fulfilment", Tools: []string{"ship"}},
-			Delegation:  planexec.Delegation{RunID: runID, Tenant: "acme"},
-			Plans:       store, // the one store is plans, claims and approvals
-			Idempotency: store,
-		})
+		// The one store keeps plans, claims and decisions.
+		ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{ship}, Store: store})
 		if err != nil {
 			panic(err)
 		}
-		return ex, store.Close
+		run, err := ex.Run(planexec.Delegation{RunID: runID, Tenant: "acme"})
+		if err != nil {
+			panic(err)
+		}
+		return run, store.Close
 	}
 
 	first, closeFirst := replica()

@@ -55,7 +55,7 @@ const outageLease = 2 * time.Second
 type outageRun struct {
 	run, tenant string
 	plan        planexec.Plan
-	ex          *planexec.Executor
+	ex          *planexec.Run
 	// unrecorded counts the steps whose tool ran but whose outcome the
 	// store did not take: the only steps that may run again.
 	unrecorded map[string]int
@@ -239,7 +239,7 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 				switch err := r.ex.Resolve(ctx, ind.Key, res); {
 				case err == nil:
 					r.resolved++
-				case errors.Is(err, planexec.ErrClaimHeld):
+				case errors.Is(err, planexec.ErrInFlight):
 					wait = max(wait, 200*time.Millisecond)
 				case errors.As(err, &se):
 					r.storeErrs++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 // Records are stored as JSON, each with the layout version it was written in
@@ -21,7 +22,7 @@ type stepDoc struct {
 
 type decisionDoc struct {
 	Version int `json:"version"`
-	planexec.ApprovalDecision
+	planexec.Decision
 }
 
 // encode renders a record. Raw JSON in it (arguments, outcomes) keeps its
@@ -97,14 +98,18 @@ func decodeStep(runID, stepID string, doc []byte) (planexec.StepRecord, error) {
 	return d.StepRecord, nil
 }
 
-func decodeDecision(recordID string, column int, doc []byte) (planexec.ApprovalDecision, error) {
-	what := fmt.Sprintf("decision on record %q", recordID)
-	var d decisionDoc
-	if err := decodeVersioned(what, column, doc, &d); err != nil {
-		return planexec.ApprovalDecision{}, err
+func decodeDecision(requestID string, column int, doc []byte) (planexec.Decision, error) {
+	what := fmt.Sprintf("decision on request %q", requestID)
+	var probe json.RawMessage
+	if err := decodeVersioned(what, column, doc, &probe); err != nil {
+		return planexec.Decision{}, err
 	}
-	if d.RecordID != recordID {
-		return planexec.ApprovalDecision{}, fmt.Errorf("%s: %w: the record names %q", what, planexec.ErrCorruptRecord, d.RecordID)
+	d, err := storecodec.DecodeDecision(doc)
+	if err != nil {
+		return planexec.Decision{}, fmt.Errorf("%s: %w: %v", what, planexec.ErrCorruptRecord, err)
 	}
-	return d.ApprovalDecision, nil
+	if d.RequestID != requestID {
+		return planexec.Decision{}, fmt.Errorf("%s: %w: the record names %q", what, planexec.ErrCorruptRecord, d.RequestID)
+	}
+	return d, nil
 }

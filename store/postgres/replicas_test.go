@@ -25,11 +25,6 @@ const (
 	once     = "once" // irreversible
 )
 
-var errandContracts = []*planexec.Contract{
-	planexec.MustContract[errand](undoable),
-	planexec.MustContract[errand](once, planexec.Irreversible()),
-}
-
 // lanes returns a plan of n×depth steps: n lanes, each a chain, side by
 // side; every third step irreversible.
 func lanes(id string, n, depth int) planexec.Plan {
@@ -52,7 +47,7 @@ func lanes(id string, n, depth int) planexec.Plan {
 
 // errandExecutor builds an executor for run over store whose tools call
 // effect before returning.
-func errandExecutor(t testing.TB, tenant, run, holder string, store *postgres.Store, lease time.Duration, effect func(ctx context.Context, step string) error) *planexec.Executor {
+func errandExecutor(t testing.TB, tenant, run, holder string, store *postgres.Store, lease time.Duration, effect func(ctx context.Context, step string) error) *planexec.Run {
 	t.Helper()
 	tool := func(ctx context.Context, a errand) (string, error) {
 		if err := effect(ctx, a.Step); err != nil {
@@ -61,22 +56,25 @@ func errandExecutor(t testing.TB, tenant, run, holder string, store *postgres.St
 		return "done " + a.Step, nil
 	}
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools:      []planexec.Tool{planexec.NewTool(undoable, "An errand that may be done again.", tool), planexec.NewTool(once, "An errand done once.", tool)},
-		Contracts:  errandContracts,
-		Agent:      planexec.Agent{Name: "runner", Tools: []string{undoable, once}},
-		Delegation: planexec.Delegation{RunID: run, Tenant: tenant},
-		Gate: planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
-			return req.Grant("ops"), nil
+		Tools: []*planexec.Tool{
+			planexec.MustTool(undoable, "An errand that may be done again.", tool),
+			planexec.MustTool(once, "An errand done once.", tool, planexec.Irreversible()),
+		},
+		Gate: planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+			return req.Approve("ops"), nil
 		}),
-		Plans:       store,
-		Idempotency: store,
-		Lease:       lease,
-		Holder:      holder,
+		Store:  store,
+		Lease:  lease,
+		Holder: holder,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ex
+	r, err := ex.Run(planexec.Delegation{RunID: run, Tenant: tenant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // onlyHeld reports whether err says no more than that another holder has
@@ -256,8 +254,8 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	if old, err = zombie.Claim(ctx, req); err != nil || old.State != planexec.ClaimAcquired {
 		t.Fatalf("zombie's claim: %+v, %v", old, err)
 	}
-	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"too soon"`)}); !errors.Is(err, planexec.ErrClaimHeld) {
-		t.Errorf("resolving a live claim: %v, want ErrClaimHeld", err)
+	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"too soon"`)}); !errors.Is(err, planexec.ErrInFlight) {
+		t.Errorf("resolving a live claim: %v, want ErrInFlight", err)
 	}
 	time.Sleep(100 * time.Millisecond)
 	req.Holder = "live"

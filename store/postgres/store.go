@@ -76,7 +76,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // planexec.ErrNewerRecord.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
-		return nil, &planexec.ConfigurationError{Problem: "postgres store: a nil connection pool"}
+		return nil, &planexec.ConfigurationError{Why: "postgres store: a nil connection pool"}
 	}
 	o := options{schema: DefaultSchema}
 	for _, opt := range opts {
@@ -103,12 +103,12 @@ func (s *Store) Close() {
 func checkSchemaName(name string) error {
 	switch {
 	case name == "":
-		return &planexec.ConfigurationError{Problem: "postgres store: an empty schema name"}
+		return &planexec.ConfigurationError{Why: "postgres store: an empty schema name"}
 	case len(name) > 63:
 		// PostgreSQL would silently cut it, and two long names could meet.
-		return &planexec.ConfigurationError{Problem: fmt.Sprintf("postgres store: schema name %.20q… is longer than 63 bytes", name)}
+		return &planexec.ConfigurationError{Why: fmt.Sprintf("postgres store: schema name %.20q… is longer than 63 bytes", name)}
 	case strings.ContainsRune(name, 0):
-		return &planexec.ConfigurationError{Problem: "postgres store: a schema name with a NUL byte"}
+		return &planexec.ConfigurationError{Why: "postgres store: a schema name with a NUL byte"}
 	}
 	return nil
 }

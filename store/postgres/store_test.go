@@ -169,7 +169,7 @@ func TestOneTenantNeverSeesAnothersRecords(t *testing.T) {
 	if err := s.SaveStep(ctx, "acme", "run-1", done("s1", "p1", time.Now())); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {
+	if err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved}); err != nil {
 		t.Fatal(err)
 	}
 	key := planexec.Key{Tenant: "acme", Digest: "k"}
@@ -206,7 +206,7 @@ func TestADecisionIsKeptAndReplaced(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	d := planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted, Approver: "ana", DecidedAt: at, Expires: at.Add(time.Hour)}
+	d := planexec.Decision{RequestID: "r1", Status: planexec.Approved, Approver: "ana", DecidedAt: at, Expires: at.Add(time.Hour)}
 	if err := s.SaveDecision(ctx, "acme", d); err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +214,11 @@ func TestADecisionIsKeptAndReplaced(t *testing.T) {
 	if err != nil || got.Status != d.Status || got.Approver != "ana" || !got.DecidedAt.Equal(at) || !got.Expires.Equal(d.Expires) {
 		t.Fatalf("Decision = %+v, %v", got, err)
 	}
-	d.Status, d.Reason = planexec.ApprovalDenied, "changed my mind"
+	d.Status, d.Why = planexec.Denied, "changed my mind"
 	if err := s.SaveDecision(ctx, "acme", d); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.Decision(ctx, "acme", "r1"); err != nil || got.Status != planexec.ApprovalDenied || got.Reason != d.Reason {
+	if got, err = s.Decision(ctx, "acme", "r1"); err != nil || got.Status != planexec.Denied || got.Why != d.Why {
 		t.Fatalf("replaced Decision = %+v, %v", got, err)
 	}
 	if _, err := s.Decision(ctx, "acme", "r2"); !errors.Is(err, planexec.ErrNoRecord) {
@@ -269,7 +269,7 @@ func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
 		}
 	}
 
-	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {
+	if err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved}); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, schema, `UPDATE approvals SET version = 99`)
@@ -308,7 +308,7 @@ func TestACorruptRecordIsReportedAsCorrupt(t *testing.T) {
 		_, err := s.LoadPlan(ctx, "acme", run)
 		wantStoreError(t, c.name, err, planexec.ErrCorruptRecord)
 	}
-	if err := s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted}); err != nil {
+	if err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved}); err != nil {
 		t.Fatal(err)
 	}
 	sqlExec(t, schema, `UPDATE approvals SET decision = '[1, 2, 3]'`)

@@ -158,7 +158,7 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 		case err != nil:
 			return err
 		case state == stateAcquired && live(s.now(), lease):
-			return planexec.ErrClaimHeld
+			return planexec.ErrInFlight
 		case state == stateCompleted:
 			return planexec.ErrCompleted
 		}

@@ -16,9 +16,8 @@ type Refund struct {
 	Cents int    `json:"cents" validate:"min=1"`
 }
 
-// One file keeps the plan, each step's record and each effect's claim; a
-// second executor for the same run replays the step instead of refunding
-// twice.
+// One file keeps the plan, each step's record and each effect's claim; the
+// same run in a new executor replays the step instead of refunding twice.
 func Example() {
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
@@ -29,32 +28,34 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	refund := planexec.NewTool("refund", "Refund an order.", func(ctx context.Context, r Refund) (string, error) {
+	refund, err := planexec.NewTool("refund", "Refund an order.", func(ctx context.Context, r Refund) (string, error) {
 		return "refunded " + r.Order, nil
 	})
-	executor := func() *planexec.Executor {
-		ex, err := planexec.NewExecutor(planexec.Config{
-			Tools:       []planexec.Tool{refund},
-			Contracts:   []*planexec.Contract{planexec.MustContract[Refund]("refund")},
-			Agent:       planexec.Agent{Name: "support", Tools: []string{"refund"}},
-			Delegation:  planexec.Delegation{RunID: "run-42", Tenant: "acme"},
-			Plans:       store,
-			Idempotency: store,
-		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// run builds a new executor over the file, as a restarted process
+	// would, and the run it resumes.
+	run := func() *planexec.Run {
+		ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{refund}, Store: store})
 		if err != nil {
 			log.Fatal(err)
 		}
-		return ex
+		r, err := ex.Run(planexec.Delegation{RunID: "run-42", Tenant: "acme"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		return r
 	}
 
 	plan := planexec.Plan{ID: "p1", Steps: []planexec.Step{
 		{ID: "s1", Tool: "refund", Arguments: []byte(`{"order":"A-17","cents":1250}`)},
 	}}
-	first, err := executor().Execute(ctx, plan)
+	first, err := run().Execute(ctx, plan)
 	if err != nil {
 		log.Fatal(err)
 	}
-	again, err := executor().Execute(ctx, plan)
+	again, err := run().Execute(ctx, plan)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/sqlite"
 	"github.com/planexec/planexec/storetest"
 )
 
 // errClass names which of the SDK's sentinels err is.
 func errClass(err error) string {
-	for _, s := range []error{planexec.ErrNoRecord, planexec.ErrFenced, planexec.ErrClaimHeld} {
+	for _, s := range []error{planexec.ErrNoRecord, planexec.ErrFenced, planexec.ErrInFlight} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}
@@ -36,8 +37,7 @@ func TestClaimsBehaveAsTheInMemoryStoresOverRandomSequences(t *testing.T) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			clk := storetest.NewClock()
-			ref := &planexec.MemoryIdempotencyStore{}
-			ref.SetClock(clk.Now)
+			ref := memory.New(memory.WithClock(clk.Now))
 			got, _ := openNew(t, sqlite.WithClock(clk.Now))
 			keys := []planexec.Key{{Tenant: "acme", Digest: "a"}, {Tenant: "acme", Digest: "b"}, {Tenant: "globex", Digest: "a"}}
 			epochs := map[planexec.Key]int64{}

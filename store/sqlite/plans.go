@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 // planDoc is what the plans table's record column holds: a PlanRecord
@@ -211,34 +212,40 @@ func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 }
 
 // Decision implements planexec.ApprovalStore.
-func (s *Store) Decision(ctx context.Context, tenant, recordID string) (planexec.ApprovalDecision, error) {
+func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
 	const op = "decision"
 	var (
 		version int64
 		data    []byte
-		d       planexec.ApprovalDecision
+		d       planexec.Decision
 	)
-	err := on{s.rs, nil}.row(ctx, qDecisionGet, tenant, recordID).Scan(&version, &data)
+	err := on{s.rs, nil}.row(ctx, qDecisionGet, tenant, requestID).Scan(&version, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, planexec.ErrNoRecord
 	}
 	if err != nil {
 		return d, storeErr(op, err)
 	}
-	if err := decode(op, fmt.Sprintf("the decision on record %q", recordID), version, data, decisionVersion, false, &d); err != nil {
-		return planexec.ApprovalDecision{}, err
+	what := fmt.Sprintf("the decision on request %q", requestID)
+	var probe json.RawMessage
+	if err := decode(op, what, version, data, decisionVersion, false, &probe); err != nil {
+		return planexec.Decision{}, err
+	}
+	d, err = storecodec.DecodeDecision(data)
+	if err != nil {
+		return planexec.Decision{}, storeErr(op, fmt.Errorf("%s cannot be decoded: %s: %w", what, err, planexec.ErrCorruptRecord))
 	}
 	return d, nil
 }
 
 // SaveDecision implements planexec.ApprovalStore.
-func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.ApprovalDecision) error {
+func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
 	doc, err := encode(d)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RecordID, decisionVersion, string(doc))
+	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RequestID, decisionVersion, string(doc))
 	if err != nil {
 		return storeErr(op, err)
 	}

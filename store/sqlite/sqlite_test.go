@@ -210,7 +210,7 @@ func TestAStepForARunWithNoPlanIsNoRecord(t *testing.T) {
 func TestDecisionsAreKeptPerTenantAndReplaced(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openNew(t)
-	d := planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted, Approver: "ana",
+	d := planexec.Decision{RequestID: "r1", Status: planexec.Approved, Approver: "ana",
 		DecidedAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), Expires: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)}
 	if err := s.SaveDecision(ctx, "acme", d); err != nil {
 		t.Fatal(err)
@@ -219,14 +219,14 @@ func TestDecisionsAreKeptPerTenantAndReplaced(t *testing.T) {
 		t.Errorf("another tenant's decision: %v, want ErrNoRecord", err)
 	}
 	got, err := s.Decision(ctx, "acme", "r1")
-	if err != nil || got.Status != planexec.ApprovalGranted || got.Approver != "ana" || !got.Expires.Equal(d.Expires) || !got.DecidedAt.Equal(d.DecidedAt) {
+	if err != nil || got.Status != planexec.Approved || got.Approver != "ana" || !got.Expires.Equal(d.Expires) || !got.DecidedAt.Equal(d.DecidedAt) {
 		t.Errorf("Decision = %+v, %v", got, err)
 	}
-	d.Status, d.Reason = planexec.ApprovalDenied, "changed my mind"
+	d.Status, d.Why = planexec.Denied, "changed my mind"
 	if err := s.SaveDecision(ctx, "acme", d); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.ApprovalDenied || got.Reason != "changed my mind" {
+	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.Denied || got.Why != "changed my mind" {
 		t.Errorf("after replacing: %+v", got)
 	}
 }
@@ -282,7 +282,7 @@ func TestAPlanRecordOfANewerVersionIsRefusedNotMisread(t *testing.T) {
 			s, path := openNew(t)
 			saveSample(t, s, "acme", "run-1", "p1")
 			_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
-			_ = s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted})
+			_ = s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved})
 			mustExec(t, rawDB(t, path), update)
 			if name == "of a decision row" {
 				_, err := s.Decision(ctx, "acme", "r1")
@@ -328,7 +328,7 @@ func TestACorruptRowIsReportedCorrupt(t *testing.T) {
 			s, path := openNew(t)
 			saveSample(t, s, "acme", "run-1", "p1")
 			_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
-			_ = s.SaveDecision(ctx, "acme", planexec.ApprovalDecision{RecordID: "r1", Status: planexec.ApprovalGranted})
+			_ = s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved})
 			mustExec(t, rawDB(t, path), update)
 			if name == "a decision" {
 				_, err := s.Decision(ctx, "acme", "r1")
@@ -503,8 +503,8 @@ func TestResolveRefusesALiveHolder(t *testing.T) {
 	s, _ := openNew(t, sqlite.WithClock(clk.Now))
 	key := planexec.Key{Tenant: "acme", Digest: "d"}
 	c, _ := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
-	if err := s.Resolve(ctx, key, planexec.Resolution{Applied: true}); !errors.Is(err, planexec.ErrClaimHeld) {
-		t.Fatalf("Resolve while the lease is live = %v, want ErrClaimHeld", err)
+	if err := s.Resolve(ctx, key, planexec.Resolution{Applied: true}); !errors.Is(err, planexec.ErrInFlight) {
+		t.Fatalf("Resolve while the lease is live = %v, want ErrInFlight", err)
 	}
 	clk.Advance(time.Minute)
 	// Expired and irreversible: in doubt until resolved.

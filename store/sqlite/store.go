@@ -232,14 +232,14 @@ func storeErr(op string, err error) error {
 }
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
-// (ErrNoRecord, ErrFenced, ErrClaimHeld, ErrCompleted) and store errors as they are,
+// (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted) and store errors as they are,
 // anything else wrapped in a *planexec.StoreError.
 func fail(op string, err error) error {
 	var se *planexec.StoreError
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, planexec.ErrNoRecord), errors.Is(err, planexec.ErrFenced), errors.Is(err, planexec.ErrClaimHeld), errors.Is(err, planexec.ErrCompleted), errors.As(err, &se):
+	case errors.Is(err, planexec.ErrNoRecord), errors.Is(err, planexec.ErrFenced), errors.Is(err, planexec.ErrInFlight), errors.Is(err, planexec.ErrCompleted), errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)
