@@ -143,24 +143,22 @@ type booking struct {
 	Seats  int    `json:"seats" validate:"min=1,max=9"`
 }
 
-func executor(t *testing.T) *planexec.Executor {
+func executor(t *testing.T) *planexec.Run {
 	t.Helper()
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools: []planexec.Tool{
-			planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s flightSearch) ([]string, error) { return []string{"BA117"}, nil }),
-			planexec.NewTool("book_flight", "Book seats.", func(ctx context.Context, b booking) (string, error) { return "PNR-" + b.Flight, nil }),
+		Tools: []*planexec.Tool{
+			planexec.MustTool("search_flights", "Find flights.", func(ctx context.Context, s flightSearch) ([]string, error) { return []string{"BA117"}, nil }),
+			planexec.MustTool("book_flight", "Book seats.", func(ctx context.Context, b booking) (string, error) { return "PNR-" + b.Flight, nil }),
 		},
-		Contracts: []*planexec.Contract{
-			planexec.MustContract[flightSearch]("search_flights"),
-			planexec.MustContract[booking]("book_flight"),
-		},
-		Agent:      planexec.Agent{Name: "courier", Tools: []string{"search_flights", "book_flight"}},
-		Delegation: planexec.Delegation{RunID: "run-1", Tenant: "acme"},
 	})
 	if err != nil {
 		t.Fatalf("NewExecutor: %v", err)
 	}
-	return ex
+	run, err := ex.Run(planexec.Delegation{RunID: "run-1", Tenant: "acme", Agent: "courier"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return run
 }
 
 func planner(t *testing.T, m llm.Model) *planexec.AgentPlanner {
@@ -227,7 +225,7 @@ func turns(t *testing.T, body map[string]any) [][2]string {
 	return out
 }
 
-func eventsOf(ex *planexec.Executor, kind planexec.EventKind) []planexec.Event {
+func eventsOf(ex *planexec.Run, kind planexec.EventKind) []planexec.Event {
 	var out []planexec.Event
 	for _, e := range ex.Events() {
 		if e.Kind == kind {
@@ -261,7 +259,7 @@ func noKey(t *testing.T, what, s string) {
 func TestTheRequestForcesOnePlanToolOverTheWire(t *testing.T) {
 	api := newAPI(t, planned(goodPlan))
 	ex := executor(t)
-	if _, err := ex.Planned(context.Background(), planner(t, api.model(t, anthropic.WithMaxTokens(3000))), "get them to New York"); err != nil {
+	if _, err := ex.Plan(context.Background(), planner(t, api.model(t, anthropic.WithMaxTokens(3000))), "get them to New York"); err != nil {
 		t.Fatalf("Planned: %v", err)
 	}
 	reqs := api.requests()
@@ -319,7 +317,7 @@ func TestTheRequestForcesOnePlanToolOverTheWire(t *testing.T) {
 func TestAGoodPlanComesBackTypedWithUsageModelAndRequestID(t *testing.T) {
 	api := newAPI(t, planned(goodPlan))
 	ex := executor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, api.model(t)), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, api.model(t)), "get them to New York")
 	if err != nil {
 		t.Fatalf("Planned: %v", err)
 	}
@@ -349,7 +347,7 @@ func TestAGoodPlanComesBackTypedWithUsageModelAndRequestID(t *testing.T) {
 func TestARefusedPlanIsSentBackAndTheReplanValidates(t *testing.T) {
 	api := newAPI(t, planned(unknownToolPlan), planned(goodPlan))
 	ex := executor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, api.model(t)), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, api.model(t)), "get them to New York")
 	if err != nil {
 		t.Fatalf("Planned: %v", err)
 	}
@@ -387,7 +385,7 @@ func TestARefusalIsAnEmptyAnswerThatIsReplanned(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			api := newAPI(t, first, planned(goodPlan))
 			ex := executor(t)
-			if _, err := ex.Planned(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
+			if _, err := ex.Plan(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
 				t.Fatalf("Planned: %v", err)
 			}
 			refused := eventsOf(ex, planexec.EventPlanRefused)
@@ -420,7 +418,7 @@ func TestGenerateReportsARefusal(t *testing.T) {
 
 func TestMaxTokensIsATruncationError(t *testing.T) {
 	api := newAPI(t, message("max_tokens", 1200, 4096, toolUse("plan", `{"goal":"get them"}`)))
-	_, err := executor(t).Planned(context.Background(), planner(t, api.model(t)), "get them to New York")
+	_, err := executor(t).Plan(context.Background(), planner(t, api.model(t)), "get them to New York")
 	pe := providerError(t, err)
 	if !errors.Is(err, llm.ErrTruncated) || pe.Retryable || pe.RequestID != "req_001" {
 		t.Errorf("err = %v (retryable %v, request %q), want a non-retryable truncation", err, pe.Retryable, pe.RequestID)
@@ -448,7 +446,7 @@ func TestMaxTokensIsATruncationError(t *testing.T) {
 func TestMalformedToolInputIsRefusedAndReplanned(t *testing.T) {
 	api := newAPI(t, planned(`{"plan":"fly","steps":"s1 then s2"}`), planned(goodPlan))
 	ex := executor(t)
-	if _, err := ex.Planned(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
+	if _, err := ex.Plan(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
 		t.Fatalf("Planned: %v", err)
 	}
 	refused := eventsOf(ex, planexec.EventPlanRefused)
@@ -461,7 +459,7 @@ func TestARateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	api := newAPI(t, apiError(429, "rate_limit_error", "Number of requests has exceeded your rate limit", map[string]string{"retry-after": "1"}),
 		planned(goodPlan))
 	start := time.Now()
-	if _, err := executor(t).Planned(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
+	if _, err := executor(t).Plan(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
 		t.Fatalf("Planned: %v", err)
 	}
 	if n := len(api.requests()); n != 2 {
@@ -474,7 +472,7 @@ func TestARateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 
 func TestOverloadedIsRetried(t *testing.T) {
 	api := newAPI(t, apiError(529, "overloaded_error", "Overloaded", nil), planned(goodPlan))
-	if _, err := executor(t).Planned(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
+	if _, err := executor(t).Plan(context.Background(), planner(t, api.model(t)), "get them to New York"); err != nil {
 		t.Fatalf("Planned: %v", err)
 	}
 	if n := len(api.requests()); n != 2 {
@@ -484,7 +482,7 @@ func TestOverloadedIsRetried(t *testing.T) {
 
 func TestAPersistentServerErrorIsARetryableProviderError(t *testing.T) {
 	api := newAPI(t, apiError(500, "api_error", "Internal server error", map[string]string{"retry-after-ms": "10"}))
-	_, err := executor(t).Planned(context.Background(), planner(t, api.model(t)), "get them to New York")
+	_, err := executor(t).Plan(context.Background(), planner(t, api.model(t)), "get them to New York")
 	pe := providerError(t, err)
 	if pe.Status != 500 || !pe.Retryable || pe.RequestID != "req_003" {
 		t.Errorf("ProviderError = %+v, want status 500, retryable, the last request id", pe)

@@ -13,13 +13,16 @@ import (
 // anthropic.WithAPIKey) and the network, so it is compiled, not run.
 func Example() {
 	ctx := context.Background()
-	book := planexec.NewTool("book_flight", "Book seats on a flight.",
+	book, err := planexec.NewTool("book_flight", "Book seats on a flight.",
 		func(ctx context.Context, b ExampleBooking) (string, error) { return "PNR-" + b.Flight, nil })
-	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools:     []planexec.Tool{book},
-		Contracts: []*planexec.Contract{planexec.MustContract[ExampleBooking]("book_flight")},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"book_flight"}},
-	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{book}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := ex.Run(planexec.Delegation{Agent: "courier"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -32,11 +35,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	plan, err := ex.Planned(ctx, planner, "book one seat on BA117")
+	plan, err := run.Plan(ctx, planner, "book one seat on BA117")
 	if err != nil {
 		log.Fatal(err) // a *llm.ProviderError, or a *planexec.PlanValidationError past MaxReplans
 	}
-	fmt.Println(len(plan.Steps), "steps; tokens used:", ex.Usage().Total())
+	fmt.Println(len(plan.Steps), "steps; tokens used:", run.Usage().Total())
 }
 
 type ExampleBooking struct {

@@ -28,7 +28,7 @@ func TestLivePlansATrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ex := executor(t)
-	plan, err := ex.Planned(ctx, planner(t, m), "Find a flight from LHR to JFK and book one seat on it.")
+	plan, err := ex.Plan(ctx, planner(t, m), "Find a flight from LHR to JFK and book one seat on it.")
 	if err != nil {
 		t.Fatalf("Planned: %v", err)
 	}

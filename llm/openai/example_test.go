@@ -19,13 +19,16 @@ func Example() {
 		Flight string `json:"flight"`
 		Seats  int    `json:"seats" validate:"min=1,max=9"`
 	}
-	book := planexec.NewTool("book_flight", "Book seats on a flight.",
+	book, err := planexec.NewTool("book_flight", "Book seats on a flight.",
 		func(ctx context.Context, b Booking) (string, error) { return "PNR-" + b.Flight, nil })
-	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools:     []planexec.Tool{book},
-		Contracts: []*planexec.Contract{planexec.MustContract[Booking]("book_flight")},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"book_flight"}},
-	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{book}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := ex.Run(planexec.Delegation{Agent: "courier"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,7 +43,7 @@ func Example() {
 	}
 
 	ctx := context.Background()
-	plan, err := ex.Planned(ctx, planner, "book one seat on BA117")
+	plan, err := run.Plan(ctx, planner, "book one seat on BA117")
 	var pe *llm.ProviderError
 	switch {
 	case errors.As(err, &pe) && pe.Retryable:
@@ -48,8 +51,8 @@ func Example() {
 	case err != nil:
 		log.Fatal(err)
 	}
-	fmt.Println(len(plan.Steps), "steps, cost", ex.Usage().Total(), "tokens")
-	res, err := ex.Execute(ctx, plan)
+	fmt.Println(len(plan.Steps), "steps, cost", run.Usage().Total(), "tokens")
+	res, err := run.Execute(ctx, plan)
 	if err != nil {
 		log.Fatal(err)
 	}

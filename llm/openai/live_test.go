@@ -27,7 +27,7 @@ func TestLiveTrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(ctx, planner(t, model),
+	plan, err := ex.Plan(ctx, planner(t, model),
 		"Get the traveller from London Heathrow to New York JFK on 2026-12-14: find a flight, hold 3 nights at the Hudson "+
 			"hotel for 540.00 GBP, book one seat on the flight found (fare 412.50 GBP), then email the itinerary to traveller@example.com.")
 	if err != nil {

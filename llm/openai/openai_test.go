@@ -225,26 +225,20 @@ type Itinerary struct {
 	Notes string `json:"notes,omitempty"`
 }
 
-func tripExecutor(t *testing.T) *planexec.Executor {
+func tripExecutor(t *testing.T) *planexec.Run {
 	t.Helper()
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools: []planexec.Tool{
-			planexec.NewTool("search_flights", "Find flights between two airports on a date.",
+		Tools: []*planexec.Tool{
+			planexec.MustTool("search_flights", "Find flights between two airports on a date.",
 				func(ctx context.Context, s FlightSearch) ([]string, error) { return []string{"BA117"}, nil }),
-			planexec.NewTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
-				func(ctx context.Context, h RoomHold) (string, error) { return "HOLD-1", nil }),
-			planexec.NewTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.",
-				func(ctx context.Context, b Booking) (string, error) { return "PNR-" + b.Flight, nil }),
-			planexec.NewTool("send_itinerary", "Email the itinerary.",
+			planexec.MustTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
+				func(ctx context.Context, h RoomHold) (string, error) { return "HOLD-1", nil }, planexec.KeyArguments("hotel")),
+			planexec.MustTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.",
+				func(ctx context.Context, b Booking) (string, error) { return "PNR-" + b.Flight, nil },
+				planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
+			planexec.MustTool("send_itinerary", "Email the itinerary.",
 				func(ctx context.Context, it Itinerary) (string, error) { return "sent", nil }),
 		},
-		Contracts: []*planexec.Contract{
-			planexec.MustContract[FlightSearch]("search_flights"),
-			planexec.MustContract[RoomHold]("hold_room", planexec.KeyArguments("hotel")),
-			planexec.MustContract[Booking]("book_flight", planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
-			planexec.MustContract[Itinerary]("send_itinerary"),
-		},
-		Agent: planexec.Agent{Name: "courier", Tools: []string{"search_flights", "hold_room", "book_flight", "send_itinerary"}},
 		Gate: planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 			return req.Deny("nobody", "test"), nil
 		}),
@@ -252,7 +246,11 @@ func tripExecutor(t *testing.T) *planexec.Executor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ex
+	run, err := ex.Run(planexec.Delegation{Agent: "courier"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
 }
 
 func planner(t *testing.T, m llm.Model) *planexec.AgentPlanner {
@@ -299,7 +297,7 @@ func messages(t *testing.T, body map[string]any) [][2]string {
 func TestRequestCarriesTheStrictPlanSchemaAndTheKey(t *testing.T) {
 	s := newServer(t, reply(answer{content: goodPlan}))
 	ex := tripExecutor(t)
-	if _, err := ex.Planned(context.Background(), planner(t, newModel(t, s)), "get them to New York"); err != nil {
+	if _, err := ex.Plan(context.Background(), planner(t, newModel(t, s)), "get them to New York"); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.header(0).Get("Authorization"); got != "Bearer "+testKey {
@@ -340,7 +338,7 @@ func TestRequestCarriesTheStrictPlanSchemaAndTheKey(t *testing.T) {
 func TestAGoodPlanComesBackTypedWithUsageModelAndRequestID(t *testing.T) {
 	s := newServer(t, reply(answer{content: goodPlan, id: "req_abc123", model: "gpt-4o-mini-2024-07-18", in: 1234, out: 210}))
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, newModel(t, s)), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, newModel(t, s)), "get them to New York")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +363,7 @@ func TestAGoodPlanComesBackTypedWithUsageModelAndRequestID(t *testing.T) {
 func TestARefusedPlanIsSentBackAsFeedbackAndTheSecondValidates(t *testing.T) {
 	s := newServer(t, reply(answer{content: unknownToolPlan, in: 800, out: 40}), reply(answer{content: goodPlan, in: 900, out: 100}))
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, newModel(t, s)), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, newModel(t, s)), "get them to New York")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +410,7 @@ func TestAModelRefusalIsAnEmptyPayloadAndIsReplanned(t *testing.T) {
 
 	s = newServer(t, reply(answer{refusal: "I can't help with that."}), reply(answer{content: goodPlan}))
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, newModel(t, s)), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, newModel(t, s)), "get them to New York")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +423,7 @@ func TestAModelRefusalIsAnEmptyPayloadAndIsReplanned(t *testing.T) {
 func TestMalformedContentIsRefusedAndReplanned(t *testing.T) {
 	s := newServer(t, reply(answer{content: `{"goal":"get them to New York","steps":[{"id":"s1",`}), reply(answer{content: goodPlan}))
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, newModel(t, s)), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, newModel(t, s)), "get them to New York")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,7 +453,7 @@ func TestATruncatedAnswerIsAnError(t *testing.T) {
 	}
 
 	ex := tripExecutor(t)
-	if _, err := ex.Planned(context.Background(), planner(t, m), "get them to New York"); !errors.Is(err, llm.ErrTruncated) || !errors.As(err, &pe) {
+	if _, err := ex.Plan(context.Background(), planner(t, m), "get them to New York"); !errors.Is(err, llm.ErrTruncated) || !errors.As(err, &pe) {
 		t.Errorf("Planned err = %v, want a ProviderError wrapping ErrTruncated", err)
 	}
 }
@@ -465,7 +463,7 @@ func TestARateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 		apiError(429, "requests", "rate_limit_exceeded", "Rate limit reached for gpt-4o-mini.", map[string]string{"Retry-After": "1"}),
 		reply(answer{content: goodPlan}))
 	start := time.Now()
-	plan, err := tripExecutor(t).Planned(context.Background(), planner(t, newModel(t, s)), "get them to New York")
+	plan, err := tripExecutor(t).Plan(context.Background(), planner(t, newModel(t, s)), "get them to New York")
 	elapsed := time.Since(start)
 	if err != nil || len(plan.Steps) != 2 {
 		t.Fatalf("Planned = %+v, %v", plan, err)
@@ -487,7 +485,7 @@ var fastRetries = openai.WithRequestOptions(option.WithMaxRetryDelay(20 * time.M
 func TestServerErrorsAreRetried(t *testing.T) {
 	fail := apiError(500, "server_error", "", "The server had an error while processing your request.", nil)
 	s := newServer(t, fail, fail, reply(answer{content: goodPlan}))
-	plan, err := tripExecutor(t).Planned(context.Background(), planner(t, newModel(t, s, fastRetries)), "get them to New York")
+	plan, err := tripExecutor(t).Plan(context.Background(), planner(t, newModel(t, s, fastRetries)), "get them to New York")
 	if err != nil || len(plan.Steps) != 2 {
 		t.Fatalf("Planned = %+v, %v", plan, err)
 	}
@@ -556,7 +554,7 @@ func TestCancellingTheContextStopsTheCall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	start := time.Now()
-	_, err := tripExecutor(t).Planned(ctx, planner(t, newModel(t, s)), "get them to New York")
+	_, err := tripExecutor(t).Plan(ctx, planner(t, newModel(t, s)), "get them to New York")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
@@ -655,7 +653,7 @@ func assertNoKey(t *testing.T, name string, err error) {
 func TestJSONObjectModePutsTheSchemaInThePrompt(t *testing.T) {
 	s := newServer(t, reply(answer{content: goodPlan}))
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, newModel(t, s, openai.WithMode(openai.ModeJSONObject))), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, newModel(t, s, openai.WithMode(openai.ModeJSONObject))), "get them to New York")
 	if err != nil || len(plan.Steps) != 2 {
 		t.Fatalf("Planned = %+v, %v", plan, err)
 	}
@@ -674,7 +672,7 @@ func TestPromptModeSendsNoResponseFormat(t *testing.T) {
 	fenced := "```json\n" + goodPlan + "\n```"
 	s := newServer(t, reply(answer{content: fenced}))
 	ex := tripExecutor(t)
-	plan, err := ex.Planned(context.Background(), planner(t, newModel(t, s, openai.WithMode(openai.ModePrompt))), "get them to New York")
+	plan, err := ex.Plan(context.Background(), planner(t, newModel(t, s, openai.WithMode(openai.ModePrompt))), "get them to New York")
 	if err != nil || len(plan.Steps) != 2 {
 		t.Fatalf("Planned = %+v, %v", plan, err)
 	}

@@ -135,35 +135,23 @@ type Transfer struct {
 	} `json:"legs,omitempty"`
 }
 
-func noop[T any](name string) planexec.Tool {
-	return planexec.NewTool(name, "The "+strings.ReplaceAll(name, "_", " ")+" tool.",
-		func(ctx context.Context, _ T) (string, error) { return "ok", nil })
+func noop[T any](name string, opts ...planexec.ContractOption) *planexec.Tool {
+	return planexec.MustTool(name, "The "+strings.ReplaceAll(name, "_", " ")+" tool.",
+		func(ctx context.Context, _ T) (string, error) { return "ok", nil }, opts...)
 }
 
 // twelveTools is a 12-tool catalog over the types above.
 func twelveTools(t *testing.T) []planexec.ToolSpec {
 	t.Helper()
-	tools := []planexec.Tool{
-		noop[SearchFlights]("search_flights"), noop[HoldRoom]("hold_room"), noop[BookFlight]("book_flight"),
+	irreversible := planexec.Irreversible()
+	tools := []*planexec.Tool{
+		noop[SearchFlights]("search_flights"), noop[HoldRoom]("hold_room"), noop[BookFlight]("book_flight", irreversible),
 		noop[SendEmail]("send_email"), noop[ShipParcel]("ship_parcel"), noop[CreateInvoice]("create_invoice"),
-		noop[Refund]("refund"), noop[Schedule]("schedule_meeting"), noop[Catalogue]("update_catalogue"),
-		noop[Tag]("tag_resource"), noop[Survey]("run_survey"), noop[Transfer]("transfer"),
-	}
-	contracts := []*planexec.Contract{
-		planexec.MustContract[SearchFlights]("search_flights"), planexec.MustContract[HoldRoom]("hold_room"),
-		planexec.MustContract[BookFlight]("book_flight", planexec.Irreversible()), planexec.MustContract[SendEmail]("send_email"),
-		planexec.MustContract[ShipParcel]("ship_parcel"), planexec.MustContract[CreateInvoice]("create_invoice"),
-		planexec.MustContract[Refund]("refund", planexec.Irreversible()), planexec.MustContract[Schedule]("schedule_meeting"),
-		planexec.MustContract[Catalogue]("update_catalogue"), planexec.MustContract[Tag]("tag_resource"),
-		planexec.MustContract[Survey]("run_survey"), planexec.MustContract[Transfer]("transfer", planexec.Irreversible()),
-	}
-	names := make([]string, len(tools))
-	for i, c := range contracts {
-		names[i] = c.Tool()
+		noop[Refund]("refund", irreversible), noop[Schedule]("schedule_meeting"), noop[Catalogue]("update_catalogue"),
+		noop[Tag]("tag_resource"), noop[Survey]("run_survey"), noop[Transfer]("transfer", irreversible),
 	}
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools: tools, Contracts: contracts,
-		Agent: planexec.Agent{Name: "ops", Tools: names},
+		Tools: tools,
 		Gate: planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 			return req.Deny("nobody", "test"), nil
 		}),
@@ -171,10 +159,14 @@ func twelveTools(t *testing.T) []planexec.ToolSpec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(ex.Catalog()); n != 12 {
+	run, err := ex.Run(planexec.Delegation{Agent: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(run.Catalog()); n != 12 {
 		t.Fatalf("catalog has %d tools, want 12", n)
 	}
-	return ex.Catalog()
+	return run.Catalog()
 }
 
 // OpenAI's Structured Outputs rules for strict mode, as its guide states them
@@ -440,7 +432,7 @@ type TwoTrees struct {
 }
 
 func TestRecursiveSliceTypesKeepTheirOwnDefinitions(t *testing.T) {
-	schema := planexec.MustContract[TwoTrees]("two_trees").Schema()
+	schema := noop[TwoTrees]("two_trees").Contract().Schema()
 	var doc map[string]any
 	if err := json.Unmarshal(schema, &doc); err != nil {
 		t.Fatal(err)
