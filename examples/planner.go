@@ -13,6 +13,11 @@
 // With no model configured it plans with a scripted model: no key, no
 // network. Standard input that is not a terminal, without -yes, denies.
 //
+// The provider adapters are not compiled into the default build: with -model
+// and the provider's key set, the command builds itself again with them
+// (go run -tags providers) and hands over; the first such run compiles the
+// providers' SDKs.
+//
 // With -store the run is durable: interrupt it (Ctrl-C, or kill it) and run
 // the same command again, and it resumes the stored plan where it stopped,
 // replaying what finished instead of doing it again.
@@ -28,7 +33,10 @@ import (
 	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -38,9 +46,8 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
-	"github.com/planexec/planexec/llm/anthropic"
-	"github.com/planexec/planexec/llm/openai"
 	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
 )
@@ -88,31 +95,32 @@ func work(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func tools() ([]planexec.Tool, []*planexec.Contract) {
-	return []planexec.Tool{
-			planexec.NewTool("search_flights", "Find flights between two airports on a date.",
-				func(ctx context.Context, s FlightSearch) ([]Flight, error) {
-					return []Flight{{"BA117", decimal.RequireFromString("412.50")}, {"VS3", decimal.RequireFromString("455.00")}}, work(ctx, 300*time.Millisecond)
-				}),
-			planexec.NewTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
-				func(ctx context.Context, h RoomHold) (string, error) {
-					return "HOLD-" + strings.ToUpper(h.Hotel[:3]), work(ctx, 300*time.Millisecond)
-				}),
-			planexec.NewTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.",
-				func(ctx context.Context, b Booking) (string, error) {
-					key, _ := planexec.IdempotencyKey(ctx) // what a payment API would deduplicate on
-					return "PNR-" + b.Flight + "-" + key[len(key)-6:], work(ctx, 200*time.Millisecond)
-				}),
-			planexec.NewTool("send_itinerary", "Email the itinerary.",
-				func(ctx context.Context, it Itinerary) (string, error) {
-					return "sent to " + it.To, work(ctx, 100*time.Millisecond)
-				}),
-		}, []*planexec.Contract{
-			planexec.MustContract[FlightSearch]("search_flights"),
-			planexec.MustContract[RoomHold]("hold_room", planexec.KeyArguments("hotel")),
-			planexec.MustContract[Booking]("book_flight", planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
-			planexec.MustContract[Itinerary]("send_itinerary"),
-		}
+func tools() []*planexec.Tool {
+	return []*planexec.Tool{
+		planexec.MustTool("search_flights", "Find flights between two airports on a date.",
+			func(ctx context.Context, s FlightSearch) ([]Flight, error) {
+				return []Flight{{"BA117", decimal.RequireFromString("412.50")}, {"VS3", decimal.RequireFromString("455.00")}}, work(ctx, 300*time.Millisecond)
+			}),
+		planexec.MustTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
+			func(ctx context.Context, h RoomHold) (string, error) {
+				return "HOLD-" + strings.ToUpper(h.Hotel[:3]), work(ctx, 300*time.Millisecond)
+			}, planexec.KeyArguments("hotel")),
+		planexec.MustTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.",
+			func(ctx context.Context, b Booking) (string, error) {
+				key, _ := planexec.IdempotencyKey(ctx) // what a payment API would deduplicate on
+				// Preparing the request: interrupted here, nothing was sent,
+				// and saying so (ErrNotApplied) lets the step run again
+				// instead of leaving the booking in doubt.
+				if err := work(ctx, 200*time.Millisecond); err != nil {
+					return "", fmt.Errorf("booking not sent: %w: %w", err, planexec.ErrNotApplied)
+				}
+				return "PNR-" + b.Flight + "-" + key[len(key)-6:], nil // sent: the airline has it
+			}, planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
+		planexec.MustTool("send_itinerary", "Email the itinerary.",
+			func(ctx context.Context, it Itinerary) (string, error) {
+				return "sent to " + it.To, work(ctx, 100*time.Millisecond)
+			}),
+	}
 }
 
 // The scripted model's two answers: the first books "1" seat as a string,
@@ -148,11 +156,24 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Stdin, os.Stdout, o); err != nil {
+	err := run(ctx, os.Stdin, os.Stdout, o)
+	if errors.Is(err, errNeedsProviders) {
+		stop()
+		os.Exit(withProviders(context.Background()))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "planner:", err)
 		os.Exit(1)
 	}
 }
+
+// newProviderModel builds a provider's model. It is nil unless the command
+// was built with -tags providers (providers.go).
+var newProviderModel func(provider, name string) (llm.Model, error)
+
+// errNeedsProviders asks main to build the command again with the provider
+// adapters and hand over to it.
+var errNeedsProviders = errors.New("the provider adapters are not compiled in")
 
 // chooseModel returns the model named by spec ("openai:MODEL",
 // "anthropic:MODEL"), or the scripted one when spec is empty or the
@@ -167,15 +188,35 @@ func chooseModel(spec string, out io.Writer) (llm.Model, error) {
 	case os.Getenv(key) == "":
 		fmt.Fprintf(out, "model: scripted (%s is not set, so -model %s is not used)\n", key, spec)
 		return scriptedModel(), nil
-	case provider == "openai":
-		fmt.Fprintf(out, "model: %s via the OpenAI-compatible API\n", name)
-		return openai.New(name)
-	case provider == "anthropic":
-		fmt.Fprintf(out, "model: %s via the Anthropic API\n", name)
-		return anthropic.New(name)
+	case newProviderModel == nil:
+		return nil, errNeedsProviders
+	default:
+		api := map[string]string{"openai": "the OpenAI-compatible API", "anthropic": "the Anthropic API"}[provider]
+		fmt.Fprintf(out, "model: %s via %s\n", name, api)
+		return newProviderModel(provider, name)
 	}
 	fmt.Fprintln(out, "model: scripted (no provider configured; no key, no network)")
 	return scriptedModel(), nil
+}
+
+// withProviders runs this command again, built with the provider adapters,
+// with the same arguments and standard streams, and returns its exit code.
+func withProviders(ctx context.Context) int {
+	_, self, _, _ := runtime.Caller(0)
+	dir := filepath.Dir(self)
+	args := append([]string{"run", "-tags", "providers", filepath.Join(dir, "planner.go"), filepath.Join(dir, "providers.go")}, os.Args[1:]...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	fmt.Fprintln(os.Stderr, "planner: building with the provider adapters (go run -tags providers); the first build takes a while")
+	if err := cmd.Run(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintln(os.Stderr, "planner:", err)
+		return 1
+	}
+	return 0
 }
 
 func scriptedModel() llm.Model {
@@ -183,25 +224,25 @@ func scriptedModel() llm.Model {
 }
 
 // openStore opens the store named by spec; memory when spec is empty.
-func openStore(ctx context.Context, spec string) (planexec.PlanStore, planexec.IdempotencyStore, func(), error) {
+func openStore(ctx context.Context, spec string) (planexec.PlanStore, func(), error) {
 	kind, where, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "":
-		return &planexec.MemoryPlanStore{}, &planexec.MemoryIdempotencyStore{}, func() {}, nil
+		return memory.New(), func() {}, nil
 	case "sqlite":
 		st, err := sqlite.Open(ctx, where)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		return st, st, func() { st.Close() }, nil
+		return st, func() { st.Close() }, nil
 	case "postgres":
 		st, err := postgres.Open(ctx, where)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
-		return st, st, st.Close, nil
+		return st, st.Close, nil
 	default:
-		return nil, nil, nil, fmt.Errorf("-store %q: want sqlite:FILE or postgres:DSN", spec)
+		return nil, nil, fmt.Errorf("-store %q: want sqlite:FILE or postgres:DSN", spec)
 	}
 }
 
@@ -226,7 +267,7 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	plans, claims, closeStore, err := openStore(ctx, o.store)
+	store, closeStore, err := openStore(ctx, o.store)
 	if err != nil {
 		return err
 	}
@@ -236,16 +277,11 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 		runID = o.run
 	}
 	start := time.Now()
-	ts, contracts := tools()
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools:       ts,
-		Contracts:   contracts,
-		Agent:       planexec.Agent{Name: "courier", Tools: []string{"search_flights", "hold_room", "book_flight", "send_itinerary"}},
-		Delegation:  planexec.Delegation{RunID: runID, Tenant: "acme", User: "dana", Agent: "courier"},
-		Ladder:      ladder,
-		Gate:        terminalGate(stdin, out, yes),
-		Plans:       plans,
-		Idempotency: claims,
+		Tools:  tools(),
+		Store:  store,
+		Ladder: ladder,
+		Gate:   terminalGate(stdin, out, yes),
 		// A short lease, so a run killed mid-step can be resumed soon after.
 		Lease:    3 * time.Second,
 		Observer: func(e planexec.Event) { printEvent(out, start, e) },
@@ -253,12 +289,17 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
+	trip, err := ex.Run(planexec.Delegation{RunID: runID, Tenant: "acme", User: "dana", Agent: "courier"})
+	if err != nil {
+		return err
+	}
 
-	// A durable store may hold this run already: resume it rather than plan
-	// again.
-	res, err := ex.Resume(ctx)
+	// Do resumes the run if a durable store holds it already, and plans and
+	// executes it otherwise.
+	const task = "get them to New York"
+	res, err := trip.Do(ctx, planner, task)
 	var doubt *planexec.IndeterminateOutcomeError
-	if errors.As(err, &doubt) && doubt.InDoubt && o.resolve != "" {
+	if errors.Is(err, planexec.ErrInDoubt) && errors.As(err, &doubt) && o.resolve != "" {
 		// Someone found out what happened to the step left in doubt.
 		r := planexec.Resolution{Applied: o.resolve != "not-applied"}
 		if r.Applied {
@@ -268,24 +309,18 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 			}
 			r.Outcome, _ = json.Marshal(outcome)
 		}
-		if err := ex.Resolve(ctx, doubt.Key, r); err != nil {
+		if err := trip.Resolve(ctx, doubt.Key, r); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "resolved step %s: %s\n", doubt.Step, o.resolve)
-		res, err = ex.Resume(ctx)
+		res, err = trip.Do(ctx, planner, task)
 	}
-	if errors.Is(err, planexec.ErrNoRecord) {
-		plan, perr := ex.Planned(ctx, planner, "get them to New York")
-		if perr != nil {
-			return perr
-		}
-		res, err = ex.Execute(ctx, plan)
-	} else {
-		fmt.Fprintf(out, "resumed run %s from the store\n", ex.RunID())
+	if findKind(trip.Events(), planexec.EventPlanResumed) {
+		fmt.Fprintf(out, "resumed run %s from the store\n", trip.ID())
 	}
-	summary(out, ex, res, time.Since(start))
+	summary(out, trip, res, time.Since(start))
 	if errors.As(err, &doubt) {
-		if doubt.InDoubt {
+		if errors.Is(err, planexec.ErrInDoubt) {
 			fmt.Fprintf(out, "\nstep %s was interrupted mid-call: it may have booked. Find out, then run again with\n"+
 				"-resolve applied:PNR (it did) or -resolve not-applied (it did not).\n", doubt.Step)
 		} else {
@@ -308,11 +343,11 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 // input that is not a terminal it denies, since nobody is there to ask.
 func terminalGate(stdin io.Reader, out io.Writer, yes bool) planexec.ApprovalGate {
 	lines := bufio.NewScanner(stdin)
-	return planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.ApprovalDecision, error) {
+	return planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 		fmt.Fprintf(out, "\n  approval needed: step %s calls %s %s\n  because %s\n", req.StepID, req.Tool, req.Arguments, req.Why)
 		if yes {
 			fmt.Fprintln(out, "  approved (-yes)")
-			return req.Grant("dana (-yes)"), nil
+			return req.Approve("dana (-yes)"), nil
 		}
 		if f, ok := stdin.(*os.File); !ok || !isTerminal(f) {
 			fmt.Fprintln(out, "  denied: standard input is not a terminal; pass -yes to approve")
@@ -323,7 +358,7 @@ func terminalGate(stdin io.Reader, out io.Writer, yes bool) planexec.ApprovalGat
 			return req.Deny("dana", "no answer"), nil
 		}
 		if a := strings.ToLower(strings.TrimSpace(lines.Text())); a == "y" || a == "yes" {
-			return req.Grant("dana"), nil
+			return req.Approve("dana"), nil
 		}
 		return req.Deny("dana", "declined at the terminal"), nil
 	})
@@ -359,9 +394,14 @@ func printEvent(out io.Writer, start time.Time, e planexec.Event) {
 	fmt.Fprintln(out, line)
 }
 
-func summary(out io.Writer, ex *planexec.Executor, res *planexec.Result, took time.Duration) {
-	u := ex.Usage()
-	fmt.Fprintf(out, "\nsummary: run %s, %d model calls, %d tokens, %.2fs\n", ex.RunID(), u.Calls, u.Total(), took.Seconds())
+// findKind reports whether an event of kind is on the record.
+func findKind(events []planexec.Event, kind planexec.EventKind) bool {
+	return slices.ContainsFunc(events, func(e planexec.Event) bool { return e.Kind == kind })
+}
+
+func summary(out io.Writer, trip *planexec.Run, res *planexec.Result, took time.Duration) {
+	u := trip.Usage()
+	fmt.Fprintf(out, "\nsummary: run %s, %d model calls, %d tokens, %.2fs\n", trip.ID(), u.Calls, u.Total(), took.Seconds())
 	if res == nil {
 		fmt.Fprintln(out, "  nothing ran")
 		return

@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/planexec/planexec"
@@ -115,11 +118,16 @@ func TestWithoutItsKeyAProviderModelFallsBackToTheScriptedOneAndSaysSo(t *testin
 }
 
 // An OpenAI-compatible server that answers every chat completion with the
-// trip plan, in the API's own wire format.
+// trip plan, in the API's own wire format. The command is run as a user runs
+// it: its default build has no provider adapters, so it builds itself again
+// with them and hands over.
 func TestTheTripIsPlannedThroughAnOpenAICompatibleEndpoint(t *testing.T) {
-	calls := 0
+	if testing.Short() {
+		t.Skip("builds the command with the provider adapters")
+	}
+	var calls atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls++
+		calls.Add(1)
 		if r.URL.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
 			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
 			return
@@ -132,19 +140,32 @@ func TestTheTripIsPlannedThroughAnOpenAICompatibleEndpoint(t *testing.T) {
 			`"usage":{"prompt_tokens":900,"completion_tokens":120,"total_tokens":1020}}`, content)
 	}))
 	defer srv.Close()
-	t.Setenv("OPENAI_API_KEY", "test-key")
-	t.Setenv("OPENAI_BASE_URL", srv.URL)
-	var out bytes.Buffer
-	if err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, model: "openai:trip-model"}); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
+	cmd := exec.CommandContext(t.Context(), "go", "run", "planner.go", "-yes", "-model", "openai:trip-model")
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+srv.URL)
+	cmd.Stdin = strings.NewReader("")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the command failed: %v\n%s", err, out)
 	}
-	text := out.String()
-	for _, want := range []string{"model: trip-model via the OpenAI-compatible API", "PLANNED", "tokens=1020", "PLAN_COMPLETED", "booked: PNR-BA117-"} {
+	text := string(out)
+	for _, want := range []string{"building with the provider adapters", "model: trip-model via the OpenAI-compatible API", "PLANNED", "tokens=1020", "PLAN_COMPLETED", "booked: PNR-BA117-"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q:\n%s", want, text)
 		}
 	}
-	if calls != 1 {
-		t.Errorf("the endpoint was called %d times, want once: one planning call for a valid plan", calls)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the endpoint was called %d times, want once: one planning call for a valid plan", n)
+	}
+}
+
+func TestAProviderModelWithItsKeyButWithoutTheAdaptersAsksToBeBuiltWithThem(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "test-key")
+	var out bytes.Buffer
+	err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, model: "openai:some-model"})
+	if !errors.Is(err, errNeedsProviders) {
+		t.Fatalf("run = %v, want errNeedsProviders", err)
+	}
+	if strings.Contains(out.String(), "STEP_STARTED") {
+		t.Errorf("something ran before the hand-over:\n%s", out.String())
 	}
 }
