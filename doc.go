@@ -1,62 +1,77 @@
 // Package planexec runs typed plan-then-execute agents: a planner model writes
 // a typed Plan and holds no tools; deterministic code validates the whole plan,
 // clears what needs a person or a grant, and only then runs it — concurrently
-// where the dependency graph allows, and never doing an effect twice.
+// where the dependency graph allows, durably, and never doing an effect twice.
 //
-// # The parts
+// # Tools and their contracts
 //
-// A [Contract] says what one tool takes, as a Go type, and whether its effect
-// can be undone. The JSON Schema the model sees is generated from that type,
-// and value rules come from its validate tags:
+// A [Tool] is a Go function and the contract its arguments are held to. The
+// contract is generated from the argument type: the JSON Schema the model
+// sees, and the value rules of its validate tags. A name is written once, a
+// type once:
 //
 //	type Booking struct {
 //		Flight string          `json:"flight" validate:"required"`
 //		Seats  int             `json:"seats" validate:"min=1,max=9"`
 //		Fare   decimal.Decimal `json:"fare"`
 //	}
-//	var bookFlight = planexec.MustContract[Booking]("book_flight", planexec.Irreversible())
 //
-// A [Tool] is the function a step calls, with that same type:
+//	book, err := planexec.NewTool("book_flight", "Book seats on a flight.",
+//		func(ctx context.Context, b Booking) (Ticket, error) { ... },
+//		planexec.Irreversible(), planexec.KeyArguments("flight", "seats"))
 //
-//	book := planexec.NewTool("book_flight", "Book seats on a flight.",
-//		func(ctx context.Context, b Booking) (Ticket, error) { ... })
+// A contract is a value a test can check arguments against, with no executor:
 //
-// An [AgentPlanner] asks a model (package llm) for a plan. It refuses to be
-// built with an agent that holds tools: a planner cannot dispatch what it is
-// planning.
+//	err := book.Contract().Check(json.RawMessage(`{"flight":"BA117","seats":"1"}`))
+//	// a *PlanValidationError: /seats: expected integer, got string
 //
-// An [Executor] validates, clears and runs plans for one run:
+// # One executor, many runs
+//
+// An [Executor] holds what runs share: the tools, the store, the policy
+// (autonomy ladder, approval gate, authorizer), limits and an observer. Build
+// one per process; it is safe for concurrent use. A [Run] is one job under one
+// [Delegation] (run id, tenant, user, agent, scope of tools, expiry): it plans,
+// validates, executes and resumes, and keeps its own events and token usage.
+// Runs are cheap; make one per job.
 //
 //	ex, err := planexec.NewExecutor(planexec.Config{
-//		Tools:     []planexec.Tool{search, book},
-//		Contracts: []*planexec.Contract{searchFlights, bookFlight},
-//		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights", "book_flight"}},
-//		Gate:      gate,
-//		Plans:     &planexec.MemoryPlanStore{},
-//		Idempotency: &planexec.MemoryIdempotencyStore{},
+//		Tools: []*planexec.Tool{search, book},
+//		Store: memory.New(), // or sqlite.Open, postgres.Open
+//		Gate:  gate,
 //	})
-//	plan, err := ex.Planned(ctx, planner, "get them to New York")
-//	res, err := ex.Execute(ctx, plan)
+//	run, err := ex.Run(planexec.Delegation{RunID: jobID, Tenant: "acme", User: "dana"})
+//	res, err := run.Do(ctx, planner, "get them to New York")
+//
+// [Run.Do] resumes the run if the store holds it and plans and executes it
+// otherwise, so a retried request never plans (or acts) twice. [Run.Plan],
+// [Run.Execute] and [Run.Resume] do the parts alone. [Run.Decide],
+// [Run.Resolve] and [Run.Forget] need only the store: an executor with no
+// tools can do them.
+//
+// An [AgentPlanner] asks a model (package llm) for a plan. Its [Agent] has no
+// tools to declare: a planner cannot dispatch what it is planning.
 //
 // # What is checked before anything runs
 //
 // Validation refuses the whole plan with a [*PlanValidationError] whose
 // [Reason] says why: empty, malformed, too_long, duplicate_id, unknown_tool,
-// not_allowed, arguments, dependency, cycle, and replan when the planner kept
-// producing invalid plans. Nothing is repaired: an undeclared argument, "2"
-// for 2, or a plan too long is refused, never dropped, coerced or truncated.
+// not_allowed, arguments, duplicate_effect, dependency, cycle, and replan when
+// the planner kept producing invalid plans. Nothing is repaired: an undeclared
+// argument, "2" for 2, or a plan too long is refused, never dropped, coerced
+// or truncated.
 //
 // Then every step is cleared. Where an [AutonomyLadder] classifies the tool,
-// its grants decide: ACT, ESCALATE to the [ApprovalGate], or REFUSE. Other
-// steps go to the gate when their contract is irreversible or the agent lists
-// the tool in ApprovalRequired. A denial anywhere means no step ran. A gate
-// may answer pending: the plan is stored and [Executor.Resume] goes on once
-// the decision exists.
+// its grants decide: ACT within a ceiling, ESCALATE to the [ApprovalGate]
+// (also when no live grant covers the step), or REFUSE where a grant says
+// [LevelNever]. Other steps go to the gate when their contract is
+// irreversible or requires approval. A denial anywhere means no step ran. A
+// gate may answer pending: the plan is stored and [Run.Resume] goes on once
+// the decision exists ([Run.Decide]).
 //
 // # Running, once
 //
-// Steps start the moment their dependencies finish, up to
-// Config.Concurrency at once. With an [IdempotencyStore], each step runs
+// Steps start the moment their dependencies finish, up to Config.Concurrency
+// at once. With a store that keeps claims ([IdempotencyStore]), each step runs
 // under a key digested from its tenant, run, tool and validated arguments: a
 // repeat replays the recorded outcome, and a key held in flight or left in
 // doubt by an irreversible failure gives an [*IndeterminateOutcomeError]
@@ -64,8 +79,60 @@
 // first step and each step as it finishes, so Resume picks a run up where it
 // died.
 //
-// Everything lands on the record ([Executor.Events]) in order, and can be
-// watched live through Config.Observer.
+// Everything lands on the run's record ([Run.Events]) in order, and can be
+// watched live through Config.Observer or [WithObserver].
 //
-// The errors are described together at the top of errors.go.
+// # Errors
+//
+// Every error planexec returns is one of these, possibly wrapped; ask with
+// errors.As for the type and errors.Is for the sentinels and reasons.
+//
+//   - [*PlanValidationError]: the plan was refused before anything ran. Its
+//     Reason says why; errors.Is(err, ReasonCycle) and the like work. Reason
+//     replan wraps the last refusal.
+//   - [*ConfigurationError]: the executor, a tool or a planner was built in a
+//     way that could not be safe (a tool that needs a person with no gate to
+//     ask, two tools with one name). Fix the code, not the input.
+//   - [*DelegationError]: the delegation cannot be acted under (ids that
+//     cannot be stored faithfully, a child that widens its parent), or no
+//     longer covers a step (expired, revoked, narrowed).
+//   - [*AutonomyRefusedError]: the autonomy ladder refused a step: during
+//     clearance (nothing ran) or, with AtDispatch, just before the step ran.
+//   - [*ApprovalDeniedError]: a person (or an expired decision) did not clear
+//     a step. When it happens during clearance, nothing ran.
+//   - [*ApprovalPendingError]: a gate answered pending. Nothing ran; the plan
+//     is stored (Stored) so Resume goes on once the decision exists.
+//   - [*IndeterminateOutcomeError]: nobody can say yet whether a step's effect
+//     happened. errors.Is(err, [ErrInFlight]): a live holder has it; wait.
+//     errors.Is(err, [ErrInDoubt]): an irreversible tool failed without
+//     promising [ErrNotApplied], or its holder vanished; resolve its Key with
+//     Run.Resolve once the real outcome is known.
+//   - [*StepError]: a tool returned an error; it wraps the tool's error.
+//   - [*StoreError]: a store could not do what was asked (the database is
+//     down, a record cannot be read). Nothing was recorded as done that was
+//     not done: retry later with Resume. It wraps [ErrNewerRecord] or
+//     [ErrCorruptRecord] when a record is the problem; a damaged record is
+//     never replayed and never read as "not run".
+//   - [ErrNotApplied]: wrap it in a tool's error to promise that the effect did
+//     not happen, so an irreversible step may be tried again.
+//   - [ErrNoRecord]: the store has no record of what was asked.
+//   - [ErrCompleted]: a key already recorded as done cannot be resolved.
+//   - [ErrFenced]: a store refused a write from a holder whose claim was taken
+//     over.
+//   - [ErrRunBusy], [ErrNoOutcome], [ErrInvalidDecision]: a run asked to
+//     execute twice at once, an outcome read from a step that did not finish,
+//     a decision that cannot be recorded.
+//
+// For example:
+//
+//	res, err := run.Execute(ctx, plan)
+//	var refused *planexec.PlanValidationError
+//	switch {
+//	case errors.As(err, &refused):
+//		// tell the planner (Feedback(refused)); nothing ran
+//	case errors.Is(err, planexec.ErrInDoubt):
+//		// find out what happened, then run.Resolve the key
+//	case errors.Is(err, planexec.ErrInFlight):
+//		// another process has the step; try again after its lease
+//	}
 package planexec
