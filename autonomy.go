@@ -85,7 +85,7 @@ type Ceiling struct {
 // AutonomyLadder decides, per step, whether a grant lets the agent act, a
 // person must be asked, or the step is refused. Steps of tools in no action
 // class are decided by their contract (irreversible) and the agent's
-// ApprovalRequired list instead.
+// RequireApproval option instead.
 //
 // A ladder is safe for concurrent use and may be shared by executors; grants
 // can be added and revoked while plans run, and are checked again just before

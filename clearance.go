@@ -60,7 +60,7 @@ func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, acted map[st
 			case s.tool.contract.irreversible:
 				why = "the tool is irreversible"
 			case s.tool.contract.approval:
-				why = "the agent requires approval for this tool"
+				why = "the tool requires approval"
 			default:
 				continue
 			}

@@ -103,8 +103,7 @@ const (
 	ReasonDuplicateID Reason = "duplicate_id"
 	// ReasonUnknownTool: the registry has no such tool.
 	ReasonUnknownTool Reason = "unknown_tool"
-	// ReasonNotAllowed: the agent's allowlist or the delegated scope does not
-	// include the tool.
+	// ReasonNotAllowed: the run's delegated scope does not include the tool.
 	ReasonNotAllowed Reason = "not_allowed"
 	// ReasonArguments: an argument is absent, undeclared, of the wrong type or
 	// fails a rule; Violations has the paths.
@@ -275,7 +274,7 @@ func (e *ApprovalDeniedError) Error() string {
 }
 
 // ApprovalPendingError reports that a person has yet to decide. Nothing ran.
-// Once every decision exists (see Executor.Decide), Resume goes on from the
+// Once every decision exists (see Run.Decide), Resume goes on from the
 // stored plan; without a plan store, Execute the same plan again.
 type ApprovalPendingError struct {
 	RunID, Tenant string

@@ -631,7 +631,7 @@ func (r *Run) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcom
 	d := &r.d
 	tctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	sc := &stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}
+	sc := &stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}
 	if store := r.ex.claims; store != nil {
 		sc.key = s.key.Digest
 		lease := r.ex.cfg.Lease

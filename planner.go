@@ -23,8 +23,8 @@ type Planner interface {
 // PlanRequest is what a planner is asked.
 type PlanRequest struct {
 	Task string
-	// Tools the plan may use: those the agent's allowlist and the delegation
-	// both allow.
+	// Tools the plan may use: the executor's tools that the run's
+	// delegation covers.
 	Tools []ToolSpec
 	// Attempt counts from 1; Refusals holds why each earlier attempt was
 	// refused, oldest first, with its payload.

@@ -35,6 +35,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("ApprovalStore", func(t *testing.T) { runApprovalStore(t, open) })
 	t.Run("StepStore", func(t *testing.T) { runStepStore(t, open) })
 	t.Run("Executor", func(t *testing.T) { runExecutor(t, open) })
+	t.Run("Cancellation", func(t *testing.T) { runCancellation(t, open) })
 }
 
 // Clock is a clock a test moves by hand, for stores' WithClock options. It
