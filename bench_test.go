@@ -3,11 +3,14 @@ package planexec_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 )
 
 type benchArgs struct {
@@ -15,15 +18,13 @@ type benchArgs struct {
 	Name string `json:"name"`
 }
 
-var benchContract = planexec.MustContract[benchArgs]("noop")
-
+// benchExecutor builds an executor over one tool, "noop", calling fn, with
+// room for plans of steps steps; edit adjusts the config first.
 func benchExecutor(b *testing.B, steps int, fn func(context.Context, benchArgs) (int, error), edit func(*planexec.Config)) *planexec.Executor {
 	b.Helper()
 	cfg := planexec.Config{
-		Tools:     []planexec.Tool{planexec.NewTool("noop", "Does nothing.", fn)},
-		Contracts: []*planexec.Contract{benchContract},
-		Agent:     planexec.Agent{Name: "bench", Tools: []string{"noop"}},
-		Limits:    planexec.Limits{MaxSteps: steps},
+		Tools:  []*planexec.Tool{planexec.MustTool("noop", "Does nothing.", fn)},
+		Limits: planexec.Limits{MaxSteps: steps},
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -33,6 +34,15 @@ func benchExecutor(b *testing.B, steps int, fn func(context.Context, benchArgs) 
 		b.Fatal(err)
 	}
 	return ex
+}
+
+// benchRun makes a run of ex.
+func benchRun(b *testing.B, ex *planexec.Executor, id string) *planexec.Run {
+	run, err := ex.Run(planexec.Delegation{RunID: id, Tenant: "bench", Agent: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return run
 }
 
 // benchPlan builds n steps; deps(i) lists the indexes step i waits on.
@@ -51,10 +61,17 @@ func benchPlan(n int, deps func(i int) []int) planexec.Plan {
 
 func noop(context.Context, benchArgs) (int, error) { return 0, nil }
 
+// benchMallocs is the number of heap allocations so far.
+func benchMallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
 // BenchmarkValidate100Steps validates a 100-step plan whose steps each wait on
 // the one before and one further back.
 func BenchmarkValidate100Steps(b *testing.B) {
-	ex := benchExecutor(b, 100, noop, nil)
+	run := benchRun(b, benchExecutor(b, 100, noop, nil), "validate")
 	plan := benchPlan(100, func(i int) []int {
 		if i == 0 {
 			return nil
@@ -63,7 +80,7 @@ func BenchmarkValidate100Steps(b *testing.B) {
 	})
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := ex.Validate(plan); err != nil {
+		if err := run.Validate(plan); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -71,8 +88,8 @@ func BenchmarkValidate100Steps(b *testing.B) {
 }
 
 // BenchmarkExecuteOverhead runs a 1,000-step DAG of no-op tools with the
-// in-memory plan and idempotency stores and an observer: what is left is the
-// executor's own cost per step.
+// memory store (plans, step records and claims) and an observer: what is
+// left is the executor's own cost per step.
 func BenchmarkExecuteOverhead(b *testing.B) {
 	const n = 1000
 	plan := benchPlan(n, func(i int) []int {
@@ -83,18 +100,77 @@ func BenchmarkExecuteOverhead(b *testing.B) {
 	})
 	events := 0
 	b.ReportAllocs()
+	before := benchMallocs()
 	for b.Loop() {
 		ex := benchExecutor(b, n, noop, func(c *planexec.Config) {
-			c.Plans = &planexec.MemoryPlanStore{}
-			c.Idempotency = &planexec.MemoryIdempotencyStore{}
+			c.Store = memory.New()
 			c.Observer = func(planexec.Event) { events++ }
 		})
-		res, err := ex.Execute(context.Background(), plan)
+		res, err := benchRun(b, ex, "overhead").Execute(context.Background(), plan)
 		if err != nil || !res.Complete {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/step")
+	steps := float64(b.N * n)
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/steps, "µs/step")
+	b.ReportMetric(float64(benchMallocs()-before)/steps, "allocs/step")
+}
+
+// BenchmarkConcurrentRuns runs 1,000 runs of a 5-step plan at once on one
+// executor over the memory store, as a service holding one executor would:
+// runs per second, allocations per run and the 99th percentile of a run's
+// latency (from its goroutine's start to Execute's return).
+func BenchmarkConcurrentRuns(b *testing.B) {
+	const runs = 1000
+	plan := benchPlan(5, func(i int) []int {
+		switch i {
+		case 0:
+			return nil
+		case 4:
+			return []int{1, 2, 3}
+		}
+		return []int{0}
+	})
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+	)
+	b.ReportAllocs()
+	before := benchMallocs()
+	iteration := 0
+	for b.Loop() {
+		iteration++
+		ex := benchExecutor(b, 5, noop, func(c *planexec.Config) { c.Store = memory.New() })
+		var wg sync.WaitGroup
+		for i := range runs {
+			wg.Go(func() {
+				start := time.Now()
+				run, err := ex.Run(planexec.Delegation{RunID: fmt.Sprintf("run-%d-%d", iteration, i), Tenant: "bench", Agent: "bench"})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				res, err := run.Execute(context.Background(), plan)
+				took := time.Since(start)
+				if err != nil || !res.Complete {
+					b.Errorf("run %d: complete %v, %v", i, res != nil && res.Complete, err)
+					return
+				}
+				mu.Lock()
+				latencies = append(latencies, took)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+	}
+	total := float64(b.N * runs)
+	b.ReportMetric(total/b.Elapsed().Seconds(), "runs/s")
+	b.ReportMetric(float64(benchMallocs()-before)/total, "allocs/run")
+	slices.Sort(latencies)
+	if len(latencies) > 0 {
+		p99 := latencies[min(len(latencies)-1, len(latencies)*99/100)]
+		b.ReportMetric(float64(p99.Microseconds()), "µs-p99/run")
+	}
 }
 
 // BenchmarkExecuteWideDAG runs 20 layers of 10 steps, each 5 ms, each waiting
@@ -123,11 +199,10 @@ func BenchmarkExecuteWideDAG(b *testing.B) {
 	for b.Loop() {
 		ex := benchExecutor(b, layers*width, sleep, func(c *planexec.Config) {
 			c.Concurrency = width
-			c.Plans = &planexec.MemoryPlanStore{}
-			c.Idempotency = &planexec.MemoryIdempotencyStore{}
+			c.Store = memory.New()
 		})
 		start := time.Now()
-		if _, err := ex.Execute(context.Background(), plan); err != nil {
+		if _, err := benchRun(b, ex, "wide").Execute(context.Background(), plan); err != nil {
 			b.Fatal(err)
 		}
 		executed += time.Since(start)

@@ -67,38 +67,52 @@ type vRoster struct {
 }
 
 // vOwnExecutor builds an executor over the ledger, order and roster tools,
-// which record into r.
-func vOwnExecutor(t *testing.T, r *recorder) *planexec.Executor {
+// which record into r, and a run of it.
+func vOwnExecutor(t *testing.T, r *recorder) *planexec.Run {
 	t.Helper()
-	tools := []planexec.Tool{
-		planexec.NewTool("ledger", "Post an entry.", func(ctx context.Context, l vLedger) (string, error) {
+	tools := []*planexec.Tool{
+		planexec.MustTool("ledger", "Post an entry.", func(ctx context.Context, l vLedger) (string, error) {
 			return "posted", r.record(ctx, "ledger", l)
 		}),
-		planexec.NewTool("order", "Place an order.", func(ctx context.Context, o vOrder) (string, error) {
+		planexec.MustTool("order", "Place an order.", func(ctx context.Context, o vOrder) (string, error) {
 			return "placed", r.record(ctx, "order", o)
-		}),
-		planexec.NewTool("roster", "Seat people.", func(ctx context.Context, o vRoster) (string, error) {
+		}, planexec.KeyArguments("order")),
+		planexec.MustTool("roster", "Seat people.", func(ctx context.Context, o vRoster) (string, error) {
 			return "seated", r.record(ctx, "roster", o)
 		}),
-		planexec.NewTool("itinerary", "Plan a trip.", func(ctx context.Context, o vItinerary) (string, error) {
+		planexec.MustTool("itinerary", "Plan a trip.", func(ctx context.Context, o vItinerary) (string, error) {
 			return "planned", r.record(ctx, "itinerary", o)
 		}),
 	}
-	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools: tools,
-		Contracts: []*planexec.Contract{
-			planexec.MustContract[vLedger]("ledger"),
-			planexec.MustContract[vOrder]("order", planexec.KeyArguments("order")),
-			planexec.MustContract[vRoster]("roster"),
-			planexec.MustContract[vItinerary]("itinerary"),
-		},
-		Agent:      planexec.Agent{Name: "clerk", Tools: []string{"ledger", "order", "roster", "itinerary"}},
-		Delegation: planexec.Delegation{RunID: "run-v", Tenant: "acme"},
-	})
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools})
 	if err != nil {
 		t.Fatalf("NewExecutor: %v", err)
 	}
-	return ex
+	run, err := ex.Run(planexec.Delegation{RunID: "run-v", Tenant: "acme", Agent: "clerk"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return run
+}
+
+// vTripContract is the contract of one of the trip's tools.
+func vTripContract(tool string) *planexec.Contract {
+	for _, t := range (&recorder{}).tools() {
+		if t.Name() == tool {
+			return t.Contract()
+		}
+	}
+	panic("no trip tool " + tool)
+}
+
+// vNewContract builds a contract that must build.
+func vNewContract[T any](t testing.TB, tool string, opts ...planexec.ContractOption) *planexec.Contract {
+	t.Helper()
+	c, err := planexec.NewContract[T](tool, opts...)
+	if err != nil {
+		t.Fatalf("NewContract(%s): %v", tool, err)
+	}
+	return c
 }
 
 // vConfigError asserts err is a *ConfigurationError about tool.
@@ -119,7 +133,7 @@ func vConfigError(t *testing.T, err error, tool string) *planexec.ConfigurationE
 
 // vArgsRefused validates a one-step plan and asserts an arguments refusal
 // naming the step and tool.
-func vArgsRefused(t *testing.T, ex *planexec.Executor, tool, args string) *planexec.PlanValidationError {
+func vArgsRefused(t *testing.T, ex *planexec.Run, tool, args string) *planexec.PlanValidationError {
 	t.Helper()
 	err := ex.Validate(planexec.Plan{Steps: []planexec.Step{step("st", tool, args)}})
 	pv := vRefusal(t, err, planexec.ReasonArguments)
@@ -160,8 +174,8 @@ func TestAContractOverATypeWithAnInterfaceFieldIsAConfigurationError(t *testing.
 func TestAKeyArgumentThatNamesNoFieldIsAConfigurationError(t *testing.T) {
 	_, err := planexec.NewContract[Booking]("book_flight", planexec.KeyArguments("pnr"))
 	ce := vConfigError(t, err, "book_flight")
-	if !strings.Contains(ce.Problem, "pnr") {
-		t.Errorf("the problem does not name the key argument: %q", ce.Problem)
+	if !strings.Contains(ce.Why, "pnr") {
+		t.Errorf("the problem does not name the key argument: %q", ce.Why)
 	}
 	// Key arguments are JSON names, not Go field names.
 	_, err = planexec.NewContract[Booking]("book_flight", planexec.KeyArguments("Flight"))
@@ -172,19 +186,20 @@ func TestAKeyArgumentThatNamesNoFieldIsAConfigurationError(t *testing.T) {
 	}
 }
 
-func TestMustContractPanicsWhereNewContractWouldFail(t *testing.T) {
+func TestMustToolPanicsWhereNewToolWouldFail(t *testing.T) {
 	defer func() {
 		p := recover()
 		err, ok := p.(error)
 		if !ok {
-			t.Fatalf("MustContract did not panic with an error: %v", p)
+			t.Fatalf("MustTool did not panic with an error: %v", p)
 		}
 		vConfigError(t, err, "count")
 	}()
-	planexec.MustContract[int]("count")
+	planexec.MustTool("count", "Count.", func(context.Context, int) (int, error) { return 0, nil })
 }
 
 func TestAContractReportsWhatItWasBuiltWith(t *testing.T) {
+	bookContract, searchContract := vTripContract("book_flight"), vTripContract("search_flights")
 	if bookContract.Tool() != "book_flight" || !bookContract.Irreversible() {
 		t.Errorf("book contract: tool %q irreversible %v", bookContract.Tool(), bookContract.Irreversible())
 	}
@@ -197,8 +212,8 @@ func TestAContractReportsWhatItWasBuiltWith(t *testing.T) {
 	if searchContract.KeyArguments() != nil {
 		t.Errorf("a contract without key arguments lists %v", searchContract.KeyArguments())
 	}
-	if bookContract.ArgumentType() != reflect.TypeFor[Booking]() {
-		t.Errorf("ArgumentType = %v", bookContract.ArgumentType())
+	if bookContract.RequiresApproval() || searchContract.RequiresApproval() {
+		t.Error("a contract built without RequireApproval requires approval")
 	}
 }
 
@@ -323,7 +338,7 @@ func vNotNullable(t *testing.T, p map[string]any, name string) {
 }
 
 func TestAContractSchemaIsStrictModeReadyAllTheWayDown(t *testing.T) {
-	c := planexec.MustContract[vItinerary]("itinerary")
+	c := vNewContract[vItinerary](t, "itinerary")
 	s := vDecodeSchema(t, c.Schema())
 	vSchemaWalk(t, s, s, "#")
 
@@ -362,7 +377,7 @@ func TestAContractSchemaIsStrictModeReadyAllTheWayDown(t *testing.T) {
 }
 
 func TestTheBookingSchemaMatchesWhatTheDecoderAccepts(t *testing.T) {
-	s := vDecodeSchema(t, bookContract.Schema())
+	s := vDecodeSchema(t, vTripContract("book_flight").Schema())
 	vSchemaWalk(t, s, s, "#")
 	vNotNullable(t, vProp(t, s, "flight"), "flight")
 	if seats := vProp(t, s, "seats"); seats["type"] != "integer" {
@@ -384,7 +399,7 @@ func TestTheBookingSchemaMatchesWhatTheDecoderAccepts(t *testing.T) {
 }
 
 func TestASchemaForARecursiveTypeResolvesEveryReferenceItMakes(t *testing.T) {
-	c := planexec.MustContract[vNode]("tree")
+	c := vNewContract[vNode](t, "tree")
 	s := vDecodeSchema(t, c.Schema())
 	vSchemaWalk(t, s, s, "#")
 	if !strings.Contains(string(c.Schema()), `"children"`) {
@@ -568,112 +583,35 @@ func TestALargeIntegerArrivesExactly(t *testing.T) {
 
 // ---- NewExecutor ----
 
-func TestNewExecutorRefusesAToolWithoutAContract(t *testing.T) {
-	r := &recorder{}
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools(),
-		Contracts: []*planexec.Contract{searchContract, bookContract},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights"}},
-		Gate:      &approve{},
-	})
-	vConfigError(t, err, "refund")
-}
-
-func TestNewExecutorRefusesAContractNoToolRegisters(t *testing.T) {
-	r := &recorder{}
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools()[:2],
-		Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights"}},
-		Gate:      &approve{},
-	})
-	vConfigError(t, err, "refund")
-}
-
-func TestNewExecutorRefusesAToolWhoseGoTypeDiffersFromItsContract(t *testing.T) {
-	r := &recorder{}
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools(),
-		Contracts: []*planexec.Contract{searchContract, bookContract, planexec.MustContract[Search]("refund")},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights"}},
-		Gate:      &approve{},
-	})
-	ce := vConfigError(t, err, "refund")
-	if !strings.Contains(ce.Problem, "Refund") || !strings.Contains(ce.Problem, "Search") {
-		t.Errorf("the problem does not name both types: %q", ce.Problem)
-	}
-}
-
-func TestNewExecutorRefusesAnAllowlistNamingAnUnregisteredTool(t *testing.T) {
-	r := &recorder{}
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools(),
-		Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights", "teleport"}},
-		Gate:      &approve{},
-	})
-	vConfigError(t, err, "teleport")
-}
-
-func TestNewExecutorRefusesAnEmptyAllowlist(t *testing.T) {
-	r := &recorder{}
-	for name, tools := range map[string][]string{"nil": nil, "empty": {}} {
-		t.Run(name, func(t *testing.T) {
-			_, err := planexec.NewExecutor(planexec.Config{
-				Tools:     r.tools(),
-				Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-				Agent:     planexec.Agent{Name: "courier", Tools: tools},
-				Gate:      &approve{},
-			})
-			ce := vConfigError(t, err, "")
-			if !strings.Contains(ce.Error(), "courier") {
-				t.Errorf("the message does not name the agent: %v", ce)
-			}
-		})
-	}
-}
-
 func TestNewExecutorRefusesAnIrreversibleToolWithNoGate(t *testing.T) {
 	r := &recorder{}
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools(),
-		Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent:     planexec.Agent{Name: "courier", Tools: allTools},
-	})
+	_, err := planexec.NewExecutor(planexec.Config{Tools: r.tools()})
 	vConfigError(t, err, "book_flight")
-	// Without the irreversible tool in the allowlist no gate is needed.
-	if _, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools(),
-		Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights", "refund"}},
-	}); err != nil {
-		t.Errorf("an executor with only reversible tools allowed needs no gate, got %v", err)
+	// Without the irreversible tool no gate is needed.
+	tools := r.tools()
+	if _, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tools[0], tools[2]}}); err != nil {
+		t.Errorf("an executor with only reversible tools needs no gate, got %v", err)
 	}
 }
 
 func TestNewExecutorRefusesAToolRequiringApprovalWithNoGate(t *testing.T) {
 	r := &recorder{}
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools:     r.tools(),
-		Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent:     planexec.Agent{Name: "courier", Tools: []string{"search_flights", "refund"}, ApprovalRequired: []string{"refund"}},
-	})
+	tools := r.tools(map[string][]planexec.ContractOption{"refund": {planexec.RequireApproval()}})
+	_, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tools[0], tools[2]}})
 	vConfigError(t, err, "refund")
 }
 
-func TestNewExecutorListsOnlyAllowedToolsInItsCatalog(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, func(c *planexec.Config) {
-		c.Agent.Tools = []string{"book_flight", "search_flights"}
-	})
+func TestARunListsOnlyTheToolsItsScopeAllowsInItsCatalog(t *testing.T) {
+	ex, _ := newExecutor(t, &recorder{}, withScope("book_flight", "search_flights"))
 	cat := ex.Catalog()
-	if len(cat) != 2 || cat[0].Name != "book_flight" || cat[1].Name != "search_flights" {
-		t.Fatalf("catalog = %+v, want book_flight then search_flights", cat)
+	if len(cat) != 2 || cat[0].Name != "search_flights" || cat[1].Name != "book_flight" {
+		t.Fatalf("catalog = %+v, want search_flights then book_flight (the executor's order)", cat)
 	}
-	if !cat[0].Irreversible || cat[1].Irreversible {
+	if cat[0].Irreversible || !cat[1].Irreversible {
 		t.Errorf("irreversibility: %v %v", cat[0].Irreversible, cat[1].Irreversible)
 	}
-	if string(cat[0].Schema) != string(bookContract.Schema()) || cat[0].Description != "Book a flight." {
-		t.Errorf("book_flight entry = %+v", cat[0])
+	if string(cat[1].Schema) != string(vTripContract("book_flight").Schema()) || cat[1].Description != "Book a flight." {
+		t.Errorf("book_flight entry = %+v", cat[1])
 	}
 }
 
@@ -690,43 +628,43 @@ type vLength struct {
 }
 
 func TestAContractSaysWhetherItsSchemaIsWithinStrictMode(t *testing.T) {
-	if !bookContract.Strict() || !searchContract.Strict() {
+	if !vTripContract("book_flight").Strict() || !vTripContract("search_flights").Strict() {
 		t.Error("plain structs with decimals and optional fields should be strict-capable")
 	}
 	for name, c := range map[string]*planexec.Contract{
-		"a map":            planexec.MustContract[vTagged]("tagged"),
-		"a raw JSON value": planexec.MustContract[vRaw]("raw"),
-		"a length rule":    planexec.MustContract[vLength]("length"),
+		"a map":            vNewContract[vTagged](t, "tagged"),
+		"a raw JSON value": vNewContract[vRaw](t, "raw"),
+		"a length rule":    vNewContract[vLength](t, "length"),
 	} {
 		if c.Strict() {
 			t.Errorf("a contract with %s claims a strict-mode schema: %s", name, c.Schema())
 		}
 	}
 	// Annotations strict modes reject are dropped from every schema.
-	if s := string(planexec.MustContract[vLength]("length").Schema()); strings.Contains(s, `"default"`) {
+	if s := string(vNewContract[vLength](t, "length").Schema()); strings.Contains(s, `"default"`) {
 		t.Errorf("the schema keeps a default: %s", s)
 	}
 }
 
 func TestAPlanForAToolWithoutAStrictSchemaIsAskedForWithoutStrictEnforcement(t *testing.T) {
 	for _, tc := range []struct {
-		contract *planexec.Contract
-		tool     planexec.Tool
-		strict   bool
+		tool   *planexec.Tool
+		strict bool
 	}{
-		{planexec.MustContract[vTagged]("tag"), planexec.NewTool("tag", "Tag.", func(context.Context, vTagged) (int, error) { return 0, nil }), false},
-		{planexec.MustContract[Search]("look"), planexec.NewTool("look", "Look.", func(context.Context, Search) (int, error) { return 0, nil }), true},
+		{planexec.MustTool("tag", "Tag.", func(context.Context, vTagged) (int, error) { return 0, nil }), false},
+		{planexec.MustTool("look", "Look.", func(context.Context, Search) (int, error) { return 0, nil }), true},
 	} {
 		model := scripted.New(scripted.Reply{Content: `{"goal":"g","steps":[]}`})
 		planner, _ := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
-		ex, err := planexec.NewExecutor(planexec.Config{
-			Tools: []planexec.Tool{tc.tool}, Contracts: []*planexec.Contract{tc.contract},
-			Agent: planexec.Agent{Name: "a", Tools: []string{tc.tool.Name()}}, MaxReplans: planexec.NoReplans,
-		})
+		ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tc.tool}, MaxReplans: planexec.NoReplans})
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _ = ex.Planned(context.Background(), planner, "go")
+		run, err := ex.Run(planexec.Delegation{Agent: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = run.Plan(context.Background(), planner, "go")
 		if got := model.Requests()[0].Output.Strict; got != tc.strict {
 			t.Errorf("tool %s: Output.Strict = %v, want %v", tc.tool.Name(), got, tc.strict)
 		}

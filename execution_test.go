@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 )
 
 // cBarrier lets n calls through once all n have arrived. A call that waits
@@ -93,11 +95,11 @@ func cWide(n int) planexec.Plan {
 func TestIndependentStepsRunAtTheSameTime(t *testing.T) {
 	both := cNewBarrier(2)
 	r := &recorder{fail: func(tool string, _ any) error { return both.arrive() }}
-	ex, _ := newExecutor(t, r, nil)
+	run, _ := newExecutor(t, r, nil)
 
 	// Each search waits until the other has started: run one after the other,
 	// they would never finish.
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cSearch("s1", "LHR"), cSearch("s2", "LGW")}})
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cSearch("s1", "LHR"), cSearch("s2", "LGW")}})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -120,9 +122,9 @@ func TestAStepStartsWhenItsOwnDependenciesFinishNotWhenItsLevelDoes(t *testing.T
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, nil)
+	run, _ := newExecutor(t, r, nil)
 
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		cSearch("s1", "LHR"),
 		cSearch("s2", "LGW"),
 		cRefund("s3", "o-1", "5", "GBP", "s2"),
@@ -154,7 +156,7 @@ func TestAStepNeverStartsBeforeAllItsDependenciesFinished(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+	run, _ := newExecutor(t, r, func(c *setup) {
 		c.Observer = func(e planexec.Event) {
 			if e.Kind == planexec.EventStepExecuted && e.StepID == "s2" {
 				once.Do(func() { close(s2Done) })
@@ -162,7 +164,7 @@ func TestAStepNeverStartsBeforeAllItsDependenciesFinished(t *testing.T) {
 		}
 	})
 
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		cRefund("s4", "o-4", "1", "GBP", "s2", "s3"),
 		cRefund("s3", "o-3", "1", "GBP", "s1"),
 		cRefund("s2", "o-2", "1", "GBP", "s1"),
@@ -179,7 +181,7 @@ func TestAStepNeverStartsBeforeAllItsDependenciesFinished(t *testing.T) {
 	if len(calls) != 4 || calls[0] != "o-1" || calls[3] != "o-4" {
 		t.Errorf("calls in order %v, want o-1 first and o-4 last", calls)
 	}
-	es := ex.Events()
+	es := run.Events()
 	s4 := findEvent(es, planexec.EventStepStarted, "s4")
 	for _, dep := range []string{"s2", "s3"} {
 		if done := findEvent(es, planexec.EventStepExecuted, dep); done < 0 || done > s4 {
@@ -193,11 +195,11 @@ func TestAStepNeverStartsBeforeAllItsDependenciesFinished(t *testing.T) {
 
 // ---- how many at once ----
 
-// cPeakInFlight runs ten independent refunds under concurrency (0: the
-// default) and returns the most that were ever in flight together. The first
+// cPeakInFlight runs width independent refunds, with edit applied to the
+// setup, and returns the most that were ever in flight together. The first
 // want calls wait until want are in flight, so the bound is reached if it is
 // at least want.
-func cPeakInFlight(t *testing.T, concurrency, want int) int32 {
+func cPeakInFlight(t *testing.T, edit func(*setup), width, want int) int32 {
 	t.Helper()
 	var now, peak, entered atomic.Int32
 	full := cNewBarrier(want)
@@ -220,32 +222,62 @@ func cPeakInFlight(t *testing.T, concurrency, want int) int32 {
 		time.Sleep(2 * time.Millisecond)
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) { c.Concurrency = concurrency })
-	res, err := ex.Execute(context.Background(), cWide(10))
+	run, _ := newExecutor(t, r, edit)
+	res, err := run.Execute(context.Background(), cWide(width))
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	if !res.Complete || len(r.Calls()) != 10 {
-		t.Errorf("complete %v, %d calls; want all ten", res.Complete, len(r.Calls()))
+	if !res.Complete || len(r.Calls()) != width {
+		t.Errorf("complete %v, %d calls; want all %d", res.Complete, len(r.Calls()), width)
 	}
 	return peak.Load()
 }
 
+// cConcurrency sets Config.Concurrency.
+func cConcurrency(n int) func(*setup) {
+	return func(s *setup) { s.Concurrency = n }
+}
+
 func TestConcurrencyOneRunsOneStepAtATime(t *testing.T) {
-	if peak := cPeakInFlight(t, 1, 1); peak != 1 {
+	if peak := cPeakInFlight(t, cConcurrency(1), 10, 1); peak != 1 {
 		t.Errorf("%d steps were in flight together under Concurrency 1", peak)
 	}
 }
 
 func TestConcurrencyThreeKeepsThreeStepsInFlightAndNeverMore(t *testing.T) {
-	if peak := cPeakInFlight(t, 3, 3); peak != 3 {
+	if peak := cPeakInFlight(t, cConcurrency(3), 10, 3); peak != 3 {
 		t.Errorf("peak in flight = %d, want exactly 3", peak)
 	}
 }
 
-func TestTheDefaultConcurrencyIsEight(t *testing.T) {
-	if peak := cPeakInFlight(t, 0, 8); peak != 8 {
-		t.Errorf("peak in flight = %d, want exactly 8", peak)
+func TestTheDefaultConcurrencyIsMaxSteps(t *testing.T) {
+	// The widest plan the default limits accept runs all at once.
+	if peak := cPeakInFlight(t, nil, 24, 24); peak != 24 {
+		t.Errorf("peak in flight = %d, want all 24 steps of the widest plan", peak)
+	}
+	// Raising MaxSteps raises the default with it.
+	if peak := cPeakInFlight(t, func(s *setup) { s.Limits.MaxSteps = 30 }, 30, 30); peak != 30 {
+		t.Errorf("peak in flight = %d with MaxSteps 30, want 30", peak)
+	}
+}
+
+func TestTheDefaultConcurrencyDoesNotHoldAWidePlanBack(t *testing.T) {
+	// Each of ten independent steps waits until all ten have started: under
+	// any bound below ten they would never all start, and each would fail
+	// after patience.
+	const width = 10
+	all := cNewBarrier(width)
+	r := &recorder{fail: func(string, any) error { return all.arrive() }}
+	run, _ := newExecutor(t, r, nil)
+	res, err := run.Execute(context.Background(), cWide(width))
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if !res.Complete || len(r.Calls()) != width {
+		t.Errorf("complete %v, %d calls; want all %d", res.Complete, len(r.Calls()), width)
+	}
+	if n := count(run.Events(), planexec.EventStepExecuted); n != width {
+		t.Errorf("%d STEP_EXECUTED events, want %d", n, width)
 	}
 }
 
@@ -269,7 +301,7 @@ func TestAFailedStepStopsItsDependentsWhileRunningStepsFinishAndAreRecorded(t *t
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+	run, _ := newExecutor(t, r, func(c *setup) {
 		c.Observer = func(e planexec.Event) {
 			if e.Kind == planexec.EventStepFailed && e.StepID == "s1" {
 				once.Do(func() { close(s1Failed) })
@@ -277,7 +309,7 @@ func TestAFailedStepStopsItsDependentsWhileRunningStepsFinishAndAreRecorded(t *t
 		}
 	})
 
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		cSearch("s1", "LHR"),
 		cRefund("s2", "o-1", "5", "GBP", "s1"),
 		cSearch("s3", "LGW"),
@@ -308,7 +340,7 @@ func TestAFailedStepStopsItsDependentsWhileRunningStepsFinishAndAreRecorded(t *t
 	if _, ok := res.Steps["s2"]; ok {
 		t.Errorf("s2 is in the result: %+v", res.Steps["s2"])
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventStepExecuted, "s3") < 0 || findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("want s3 executed and s2 never started: %v", kinds(es))
 	}
@@ -325,8 +357,8 @@ func TestAFailedStepLeavesStepsWaitingForASlotUndispatched(t *testing.T) {
 	}}
 	// One slot: s1 holds it and fails; the independent refunds behind it are
 	// ready but must not be dispatched.
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) { c.Concurrency = 1 })
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	run, _ := newExecutor(t, r, func(c *setup) { c.Concurrency = 1 })
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		cSearch("s1", "LHR"),
 		cRefund("s2", "o-2", "5", "GBP"),
 		cRefund("s3", "o-3", "5", "GBP"),
@@ -354,9 +386,9 @@ func TestSeveralFailuresAreAllReturned(t *testing.T) {
 		}
 		return errLGW
 	}}
-	ex, _ := newExecutor(t, r, nil)
+	run, _ := newExecutor(t, r, nil)
 
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cSearch("s1", "LHR"), cSearch("s2", "LGW")}})
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cSearch("s1", "LHR"), cSearch("s2", "LGW")}})
 
 	if !errors.Is(err, errLHR) || !errors.Is(err, errLGW) {
 		t.Fatalf("err = %v, want both failures", err)
@@ -372,7 +404,7 @@ func TestSeveralFailuresAreAllReturned(t *testing.T) {
 	if res.Steps["s1"].Status != planexec.StepFailed || res.Steps["s2"].Status != planexec.StepFailed {
 		t.Errorf("result steps = %+v", res.Steps)
 	}
-	if n := count(ex.Events(), planexec.EventStepFailed); n != 2 {
+	if n := count(run.Events(), planexec.EventStepFailed); n != 2 {
 		t.Errorf("%d STEP_FAILED events, want 2", n)
 	}
 }
@@ -384,7 +416,7 @@ func TestCancellingTheContextStopsTheRunAndItsDependents(t *testing.T) {
 	var once sync.Once
 	// The search runs until its context is cancelled.
 	r := &recorder{delay: time.Hour}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+	run, _ := newExecutor(t, r, func(c *setup) {
 		c.Observer = func(e planexec.Event) {
 			if e.Kind == planexec.EventStepStarted && e.StepID == "s1" {
 				once.Do(func() { close(started) })
@@ -398,7 +430,7 @@ func TestCancellingTheContextStopsTheRunAndItsDependents(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		res, err := ex.Execute(ctx, planexec.Plan{Steps: []planexec.Step{
+		res, err := run.Execute(ctx, planexec.Plan{Steps: []planexec.Step{
 			cSearch("s1", "LHR"),
 			cRefund("s2", "o-1", "5", "GBP", "s1"),
 		}})
@@ -424,7 +456,7 @@ func TestCancellingTheContextStopsTheRunAndItsDependents(t *testing.T) {
 	if out.res == nil || out.res.Complete || out.res.Steps["s1"].Status == planexec.StepDone {
 		t.Errorf("result = %+v, want s1 not done and the run incomplete", out.res)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
@@ -438,9 +470,9 @@ func TestAPanickingToolBecomesAStepError(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, nil)
+	run, _ := newExecutor(t, r, nil)
 
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		cRefund("s1", "o-1", "5", "GBP"),
 		cSearch("s2", "LHR", "s1"),
 	}})
@@ -455,7 +487,7 @@ func TestAPanickingToolBecomesAStepError(t *testing.T) {
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"refund"}) {
 		t.Errorf("calls = %v, want the refund only", got)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventStepFailed, "s1") < 0 {
 		t.Errorf("no STEP_FAILED for s1: %v", kinds(es))
 	}
@@ -465,8 +497,8 @@ func TestAPanickingToolBecomesAStepError(t *testing.T) {
 // ---- results ----
 
 func TestTheResultHoldsEachStepsOutcomeAndIsCompleteWhenAllFinished(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	res, err := ex.Execute(context.Background(), tripPlan())
+	run, _ := newExecutor(t, &recorder{}, nil)
+	res, err := run.Execute(context.Background(), tripPlan())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -502,8 +534,8 @@ func TestAnIncompleteResultHasNoOutcomeForTheStepsThatDidNotFinish(t *testing.T)
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, nil)
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	run, _ := newExecutor(t, r, nil)
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		cSearch("s1", "LHR"),
 		cRefund("s2", "o-1", "5", "GBP", "s1"),
 		cSearch("s3", "LGW", "s2"),
@@ -536,13 +568,13 @@ func TestTheIdempotencyKeyReachesTheToolAndIsStable(t *testing.T) {
 	keyOf := func(runID, args string, store bool) (string, bool) {
 		t.Helper()
 		r := &recorder{}
-		ex, _ := newExecutor(t, r, func(c *planexec.Config) {
+		run, _ := newExecutor(t, r, func(c *setup) {
 			c.Delegation.RunID = runID
 			if store {
-				c.Idempotency = &planexec.MemoryIdempotencyStore{}
+				c.Store = memory.New()
 			}
 		})
-		if _, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}}); err != nil {
+		if _, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}}); err != nil {
 			t.Fatalf("Execute: %v", err)
 		}
 		calls := r.Calls()
@@ -570,17 +602,21 @@ func TestTheIdempotencyKeyReachesTheToolAndIsStable(t *testing.T) {
 		t.Error("another run has the same key")
 	}
 	if _, ok := keyOf("run-1", `{"flight":"BA117","seats":1}`, false); ok {
-		t.Error("a key reached the tool with no idempotency store")
+		t.Error("a key reached the tool with no store to keep claims")
 	}
 	if _, ok := planexec.IdempotencyKey(context.Background()); ok {
 		t.Error("IdempotencyKey reports a key outside any step")
 	}
 }
 
-func TestCurrentStepTellsTheToolWhichStepItRunsFor(t *testing.T) {
+// cStepSeer is an executor with one search tool that remembers, by origin,
+// what CurrentStep told it, and a run of it for run-7 of tenant acme, user
+// dana.
+func cStepSeer(t *testing.T) (*planexec.Run, func() map[string]planexec.StepInfo) {
+	t.Helper()
 	var mu sync.Mutex
 	seen := map[string]planexec.StepInfo{}
-	search := planexec.NewTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
+	search := planexec.MustTool("search_flights", "Find flights.", func(ctx context.Context, s Search) ([]string, error) {
 		info, ok := planexec.CurrentStep(ctx)
 		if !ok {
 			return nil, errors.New("no current step")
@@ -590,29 +626,37 @@ func TestCurrentStepTellsTheToolWhichStepItRunsFor(t *testing.T) {
 		mu.Unlock()
 		return nil, nil
 	})
-	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools:      []planexec.Tool{search},
-		Contracts:  []*planexec.Contract{searchContract},
-		Agent:      planexec.Agent{Name: "courier", Tools: []string{"search_flights"}},
-		Delegation: planexec.Delegation{RunID: "run-7", Tenant: "acme"},
-	})
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{search}})
 	if err != nil {
 		t.Fatalf("NewExecutor: %v", err)
 	}
-	res, err := ex.Execute(context.Background(), planexec.Plan{ID: "plan-x", Revision: 3, Steps: []planexec.Step{
+	run, err := ex.Run(planexec.Delegation{RunID: "run-7", Tenant: "acme", User: "dana", Agent: "courier"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return run, func() map[string]planexec.StepInfo {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+func TestCurrentStepTellsTheToolWhichStepItRunsFor(t *testing.T) {
+	run, seen := cStepSeer(t)
+	res, err := run.Execute(context.Background(), planexec.Plan{ID: "plan-x", Revision: 3, Steps: []planexec.Step{
 		cSearch("first", "LHR"),
 		cSearch("second", "LGW", "first"),
 	}})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for origin, want := range map[string]planexec.StepInfo{
 		"LHR": {RunID: "run-7", Tenant: "acme", PlanID: "plan-x", Revision: 3, StepID: "first", Tool: "search_flights"},
 		"LGW": {RunID: "run-7", Tenant: "acme", PlanID: "plan-x", Revision: 3, StepID: "second", Tool: "search_flights"},
 	} {
-		if got := seen[origin]; got != want {
+		got := seen()[origin]
+		got.User = "" // see TestCurrentStepNamesTheUserTheRunActsFor
+		if got != want {
 			t.Errorf("the %s search saw %+v, want %+v", origin, got, want)
 		}
 	}
@@ -621,5 +665,15 @@ func TestCurrentStepTellsTheToolWhichStepItRunsFor(t *testing.T) {
 	}
 	if _, ok := planexec.CurrentStep(context.Background()); ok {
 		t.Error("CurrentStep reports a step outside any step")
+	}
+}
+
+func TestCurrentStepNamesTheUserTheRunActsFor(t *testing.T) {
+	run, seen := cStepSeer(t)
+	if _, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cSearch("s1", "LHR")}}); err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	if got := seen()["LHR"].User; got != "dana" {
+		t.Errorf("StepInfo.User = %q, want the delegation's user %q", got, "dana")
 	}
 }

@@ -6,12 +6,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/planexec/planexec"
 )
 
-// vFuzzAllowed is the allowlist of the fuzzed executor; refund is registered
-// but not allowed.
+// vFuzzAllowed is the scope of the fuzzed run; refund is registered but not
+// allowed.
 var vFuzzAllowed = []string{"search_flights", "book_flight"}
 
 var vKnownReasons = []planexec.Reason{
@@ -100,12 +102,26 @@ func FuzzDecodeAndValidate(f *testing.F) {
 		vPlanJSON(`{"id":"s1","id":"s2","tool":"search_flights","arguments":` + search + `}`),
 		vPlanJSON(vStepJSON("s1", "search_flights", `{"origin":"LHR","origin":"LGW","destination":"JFK"}`)),
 		vPlanJSON(vStepJSON("s1", "book_flight", `{"flight":"BA117","seats":1,"x":1,"x":2}`)),
+		// whitespace JSON does not allow
+		"\u00a0" + vPlanJSON(vStepJSON("s1", "search_flights", search)) + "\u00a0",
+		"\v" + vPlanJSON(vStepJSON("s1", "search_flights", search)),
+		" \t\r\n" + vPlanJSON(vStepJSON("s1", "search_flights", search)) + "\n",
+		"{}", `{"goal":"x"}`, `{"steps":null}`,
+		// ids that are not what they look like, and ids in other scripts
+		vPlanJSON(vStepJSON("s\u202e1", "search_flights", search)),
+		vPlanJSON(vStepJSON("s\u200d1", "search_flights", search)),
+		vPlanJSON(vStepJSON("s\u00ad1", "search_flights", search)),
+		vPlanJSON(vStepJSON("s1\ufe0f", "search_flights", search)),
+		vPlanJSON(vStepJSON("s\ue0001", "search_flights", search)),
+		vPlanJSON(vStepJSON("s\u00a01", "search_flights", search)),
+		vPlanJSON(vStepJSON("шаг-1", "search_flights", search), vStepJSON("ステップ", "book_flight", book, "шаг-1")),
+		vPlanJSON(vStepJSON("स्टेप", "search_flights", search)),
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
 	}
 
-	ex, _ := newExecutor(f, &recorder{}, func(c *planexec.Config) { c.Agent.Tools = vFuzzAllowed })
+	run, _ := newExecutor(f, &recorder{}, withScope(vFuzzAllowed...))
 	lim := planexec.Limits{}
 
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -117,7 +133,7 @@ func FuzzDecodeAndValidate(f *testing.F) {
 			}
 			return
 		}
-		err = ex.Validate(plan)
+		err = run.Validate(plan)
 		if err != nil {
 			vFuzzRefusal(t, err)
 			return
@@ -128,8 +144,17 @@ func FuzzDecodeAndValidate(f *testing.F) {
 		}
 		ids := make(map[string]bool, len(plan.Steps))
 		for _, s := range plan.Steps {
-			if s.ID == "" || len(s.ID) > 64 || strings.ContainsAny(s.ID, " \t\r\n") {
+			if s.ID == "" || len(s.ID) > 64 || !utf8.ValidString(s.ID) {
 				t.Fatalf("step id %q passed", s.ID)
+			}
+			for _, c := range s.ID {
+				// What a person approving the step could not see, or
+				// that would change how the rest of the id is shown.
+				if unicode.IsSpace(c) || unicode.IsControl(c) ||
+					unicode.In(c, unicode.Cf, unicode.Co, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point) ||
+					!unicode.In(c, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S) {
+					t.Fatalf("step id %q passed holding %U", s.ID, c)
+				}
 			}
 			if ids[s.ID] {
 				t.Fatalf("step id %q passed twice", s.ID)

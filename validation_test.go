@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm/scripted"
 )
 
 // ---- helpers (prefixed v to keep clear of other files) ----
@@ -40,8 +43,8 @@ func vFindViolation(t *testing.T, vs []planexec.Violation, path, problem string)
 	t.Helper()
 	for _, v := range vs {
 		if v.Path == path {
-			if !strings.Contains(v.Problem, problem) {
-				t.Fatalf("violation at %q says %q, want it to mention %q (all: %v)", path, v.Problem, problem, vs)
+			if !strings.Contains(v.Why, problem) {
+				t.Fatalf("violation at %q says %q, want it to mention %q (all: %v)", path, v.Why, problem, vs)
 			}
 			return v
 		}
@@ -53,11 +56,11 @@ func vFindViolation(t *testing.T, vs []planexec.Violation, path, problem string)
 // vExecuteRefused runs plan through Execute on a fresh executor and asserts
 // that it is refused for reason before anything happens: no tool was called,
 // no person was asked, and the record holds a single PLAN_REFUSED.
-func vExecuteRefused(t *testing.T, plan planexec.Plan, reason planexec.Reason, edit func(*planexec.Config)) *planexec.PlanValidationError {
+func vExecuteRefused(t *testing.T, plan planexec.Plan, reason planexec.Reason, edit func(*setup)) *planexec.PlanValidationError {
 	t.Helper()
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, edit)
-	res, err := ex.Execute(context.Background(), plan)
+	run, gate := newExecutor(t, r, edit)
+	res, err := run.Execute(context.Background(), plan)
 	pv := vRefusal(t, err, reason)
 	if res != nil {
 		t.Errorf("a refused plan returned a result: %+v", res)
@@ -68,7 +71,7 @@ func vExecuteRefused(t *testing.T, plan planexec.Plan, reason planexec.Reason, e
 	if asked := gate.Asked(); len(asked) != 0 {
 		t.Errorf("a refused plan asked a person %d times", len(asked))
 	}
-	es := ex.Events()
+	es := run.Events()
 	if got := kinds(es); len(got) != 1 || got[0] != planexec.EventPlanRefused {
 		t.Fatalf("events = %v, want exactly [PLAN_REFUSED]", got)
 	}
@@ -165,7 +168,6 @@ func TestDecodePlanRefusesOutputThatIsNotAPlanAsMalformed(t *testing.T) {
 		{"truncated", `{"steps":[{"id":"s1"`, "/steps/0", "not valid JSON"},
 		{"an array", `[{"id":"s1","tool":"search_flights","arguments":{}}]`, "", "expected object"},
 		{"steps not an array", `{"steps":{"id":"s1"}}`, "/steps", "expected array"},
-		{"steps missing", `{"goal":"x"}`, "/steps", "missing required key"},
 		{"unknown plan field", `{"steps":[],"budget":10}`, "/budget", "unknown key"},
 		{"plan field in the wrong case", `{"Steps":[]}`, "/Steps", "differs only in case"},
 		{"unknown step field", `{"steps":[{"id":"s1","tool":"search_flights","arguments":{},"run_now":true}]}`, "/steps/0/run_now", "unknown key"},
@@ -188,6 +190,61 @@ func TestDecodePlanRefusesOutputThatIsNotAPlanAsMalformed(t *testing.T) {
 	}
 }
 
+func TestDecodePlanRefusesAPlanWithNoStepsAsEmpty(t *testing.T) {
+	for _, raw := range []string{
+		`{}`,
+		`{"steps":[]}`,
+		`{"goal":"x"}`,
+		`{"goal":"x","steps":[]}`,
+		" \t{ \"steps\" : [ ] }\r\n",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			_, err := planexec.DecodePlan([]byte(raw), planexec.Limits{})
+			pv := vRefusal(t, err, planexec.ReasonEmpty)
+			if string(pv.Payload) != raw {
+				t.Errorf("Payload = %q, want the raw output", pv.Payload)
+			}
+		})
+	}
+}
+
+// vValidPlanJSON is a planner's output for one valid search.
+const vValidPlanJSON = `{"goal":"look","steps":[{"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK"}}]}`
+
+func TestDecodePlanAllowsOnlyJSONWhitespaceAroundAPlan(t *testing.T) {
+	for name, raw := range map[string]string{
+		"space, tab, CR, LF": " \t\r\n" + vValidPlanJSON + "\n\r\t ",
+		"none":               vValidPlanJSON,
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := planexec.DecodePlan([]byte(raw), planexec.Limits{})
+			if err != nil || len(p.Steps) != 1 || p.Steps[0].ID != "s1" {
+				t.Fatalf("DecodePlan = %+v, %v; want the one-step plan", p, err)
+			}
+		})
+	}
+	// Whitespace JSON does not allow is not a plan's, even when it is all
+	// there is: it is malformed, not empty.
+	for name, raw := range map[string]string{
+		"NBSP around":          "\u00a0" + vValidPlanJSON + "\u00a0",
+		"NBSP before":          "\u00a0" + vValidPlanJSON,
+		"vertical tab around":  "\v" + vValidPlanJSON + "\v",
+		"vertical tab after":   vValidPlanJSON + "\v",
+		"form feed before":     "\f" + vValidPlanJSON,
+		"line separator after": vValidPlanJSON + "\u2028",
+		"only NBSP":            "\u00a0",
+		"only a vertical tab":  " \v ",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := planexec.DecodePlan([]byte(raw), planexec.Limits{})
+			pv := vRefusal(t, err, planexec.ReasonMalformed)
+			if string(pv.Payload) != raw {
+				t.Errorf("Payload = %q, want the raw output", pv.Payload)
+			}
+		})
+	}
+}
+
 func TestDecodePlanRefusesOutputLargerThanMaxPlanBytesAsMalformed(t *testing.T) {
 	raw := []byte(`{"goal":"get them to New York","steps":[{"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK"}}]}`)
 	if _, err := planexec.DecodePlan(raw, planexec.Limits{MaxPlanBytes: len(raw)}); err != nil {
@@ -195,7 +252,7 @@ func TestDecodePlanRefusesOutputLargerThanMaxPlanBytesAsMalformed(t *testing.T) 
 	}
 	_, err := planexec.DecodePlan(raw, planexec.Limits{MaxPlanBytes: len(raw) - 1})
 	pv := vRefusal(t, err, planexec.ReasonMalformed)
-	if len(pv.Violations) == 0 || !strings.Contains(pv.Violations[0].Problem, "larger than") {
+	if len(pv.Violations) == 0 || !strings.Contains(pv.Violations[0].Why, "larger than") {
 		t.Errorf("violations = %v, want one saying the plan is too large", pv.Violations)
 	}
 	if !bytes.Equal(pv.Payload, raw) {
@@ -220,7 +277,7 @@ func TestARefusedPayloadRidesOnTheErrorButNeverInItsMessageOrLog(t *testing.T) {
 
 func TestAnArgumentsRefusalNeverQuotesTheArgumentValues(t *testing.T) {
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, nil)
+	run, _ := newExecutor(t, r, nil)
 	cases := map[string]planexec.Step{
 		"wrong type":   step("s1", "book_flight", `{"flight":"BA117","seats":"`+vSecret+`"}`),
 		"unknown key":  step("s1", "book_flight", `{"flight":"BA117","seats":1,"memo":"`+vSecret+`"}`),
@@ -229,23 +286,23 @@ func TestAnArgumentsRefusalNeverQuotesTheArgumentValues(t *testing.T) {
 	}
 	for name, s := range cases {
 		t.Run(name, func(t *testing.T) {
-			err := ex.Validate(planexec.Plan{Steps: []planexec.Step{s}})
+			err := run.Validate(planexec.Plan{Steps: []planexec.Step{s}})
 			pv := vRefusal(t, err, planexec.ReasonArguments)
 			if len(pv.Violations) == 0 {
 				t.Fatal("an arguments refusal lists no violation")
 			}
 			vAssertNoSecret(t, err)
 			for _, v := range pv.Violations {
-				if strings.Contains(v.Problem, vSecret) || strings.Contains(v.Path, vSecret) {
+				if strings.Contains(v.Why, vSecret) || strings.Contains(v.Path, vSecret) {
 					t.Errorf("violation %v quotes the argument value", v)
 				}
 			}
 		})
 	}
 	// Through Execute the refusal lands on the record without the value either.
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cases["wrong type"]}})
+	_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cases["wrong type"]}})
 	vRefusal(t, err, planexec.ReasonArguments)
-	for _, e := range ex.Events() {
+	for _, e := range run.Events() {
 		if strings.Contains(fmt.Sprintf("%+v", e), vSecret) {
 			t.Errorf("event %s carries the argument value: %+v", e.Kind, e)
 		}
@@ -282,8 +339,8 @@ func TestAPlanWithNoStepsIsRefusedAsEmptyAndRunsNothing(t *testing.T) {
 }
 
 func TestAPlanLongerThanMaxStepsIsRefusedWholeNotTruncated(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	if err := ex.Validate(vSearches(24)); err != nil {
+	run, _ := newExecutor(t, &recorder{}, nil)
+	if err := run.Validate(vSearches(24)); err != nil {
 		t.Fatalf("24 steps (the default MaxSteps) were refused: %v", err)
 	}
 	pv := vExecuteRefused(t, vSearches(25), planexec.ReasonTooLong, nil)
@@ -294,11 +351,11 @@ func TestAPlanLongerThanMaxStepsIsRefusedWholeNotTruncated(t *testing.T) {
 }
 
 func TestMaxStepsCanBeLowered(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, func(c *planexec.Config) { c.Limits.MaxSteps = 2 })
-	if err := ex.Validate(vSearches(2)); err != nil {
+	run, _ := newExecutor(t, &recorder{}, func(c *setup) { c.Limits.MaxSteps = 2 })
+	if err := run.Validate(vSearches(2)); err != nil {
 		t.Fatalf("2 steps refused with MaxSteps 2: %v", err)
 	}
-	vRefusal(t, ex.Validate(vSearches(3)), planexec.ReasonTooLong)
+	vRefusal(t, run.Validate(vSearches(3)), planexec.ReasonTooLong)
 }
 
 func TestAStepWithoutAUsableIDIsRefusedAsMalformed(t *testing.T) {
@@ -326,11 +383,150 @@ func TestAStepWithoutAUsableIDIsRefusedAsMalformed(t *testing.T) {
 			}
 		})
 	}
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	if err := ex.Validate(planexec.Plan{Steps: []planexec.Step{
+	run, _ := newExecutor(t, &recorder{}, nil)
+	if err := run.Validate(planexec.Plan{Steps: []planexec.Step{
 		step(strings.Repeat("s", 64), "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 	}}); err != nil {
 		t.Errorf("an id of exactly 64 bytes was refused: %v", err)
+	}
+}
+
+// vInvisibleIDs are step ids that read as something they are not: each holds
+// a character that is not seen, or that changes how the rest is shown. The
+// value is what the violation says.
+var vInvisibleIDs = map[string]struct{ id, problem string }{
+	"bidi override (U+202E)":          {"s1\u202Etxt.exe", "invisible or direction-changing"},
+	"bidi isolate (U+2066)":           {"s\u20661", "invisible or direction-changing"},
+	"zero-width joiner (U+200D)":      {"s\u200D1", "invisible or direction-changing"},
+	"zero-width space (U+200B)":       {"s\u200B1", "invisible or direction-changing"},
+	"soft hyphen (U+00AD)":            {"s\u00AD1", "invisible or direction-changing"},
+	"variation selector (U+FE0F)":     {"s1\uFE0F", "invisible or direction-changing"},
+	"variation selector (U+E0100)":    {"s1\U000E0100", "invisible or direction-changing"},
+	"private use (U+E000)":            {"s\uE0001", "invisible or direction-changing"},
+	"private use, plane 15":           {"s\U000F00001", "invisible or direction-changing"},
+	"byte order mark (U+FEFF)":        {"\uFEFFs1", "invisible or direction-changing"},
+	"Hangul filler (U+3164)":          {"s\u31641", "invisible or direction-changing"},
+	"unassigned code point (U+0378)":  {"s\u03781", "invisible or direction-changing"},
+	"tag character (U+E0041)":         {"s1\U000E0041", "invisible or direction-changing"},
+	"Mongolian vowel sep. (U+180E)":   {"s\u180E1", "invisible or direction-changing"},
+	"invisible times (U+2062)":        {"s\u20621", "invisible or direction-changing"},
+	"interlinear annotation (U+FFF9)": {"s\uFFF91", "invisible or direction-changing"},
+	"next-line control (U+0085)":      {"s\u00851", "space or control"},
+	"no-break space (U+00A0)":         {"s\u00A01", "space or control"},
+	"ideographic space (U+3000)":      {"s\u30001", "space or control"},
+}
+
+// vOtherScriptIDs are step ids in other scripts, each shown as what it is.
+var vOtherScriptIDs = []string{
+	"шаг-1",
+	"ステップ",
+	"स्टेप-२", // Devanagari, with a virama and a vowel sign (combining marks)
+	"خطوة١",   // right-to-left letters, with no direction control
+	"βήμα_2",
+	"단계",
+	"e\u0301tape", // a combining acute accent
+	"ä-ß-ø",
+}
+
+func TestAStepIDHoldingAnInvisibleOrDirectionChangingCharacterIsRefusedAsMalformed(t *testing.T) {
+	for name, c := range vInvisibleIDs {
+		t.Run(name, func(t *testing.T) {
+			plan := planexec.Plan{Steps: []planexec.Step{
+				step("s0", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
+				step(c.id, "search_flights", `{"origin":"LGW","destination":"JFK"}`, "s0"),
+			}}
+			pv := vExecuteRefused(t, plan, planexec.ReasonMalformed, nil)
+			vFindViolation(t, pv.Violations, "/steps/1/id", c.problem)
+		})
+	}
+}
+
+func TestStepIDsInOtherScriptsAreAccepted(t *testing.T) {
+	r := &recorder{}
+	run, _ := newExecutor(t, r, nil)
+	plan := planexec.Plan{Goal: "look around"}
+	for i, id := range vOtherScriptIDs {
+		s := step(id, "search_flights", fmt.Sprintf(`{"origin":"A%02d","destination":"JFK"}`, i))
+		if i > 0 {
+			s.DependsOn = []string{vOtherScriptIDs[i-1]}
+		}
+		plan.Steps = append(plan.Steps, s)
+	}
+	res, err := run.Execute(context.Background(), plan)
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	for _, id := range vOtherScriptIDs {
+		if res.Steps[id].Status != planexec.StepDone {
+			t.Errorf("step %q: %+v, want done", id, res.Steps[id])
+		}
+	}
+	if got := len(r.Calls()); got != len(vOtherScriptIDs) {
+		t.Errorf("%d calls, want %d", got, len(vOtherScriptIDs))
+	}
+}
+
+func TestAPlannersOutputIsRefusedForWhatDecodingAndIDsForbidAndAskedForAgain(t *testing.T) {
+	valid := vValidPlanJSON
+	withID := func(id string) string {
+		return `{"goal":"look","steps":[{"id":` + strconv.Quote(id) + `,"tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK"}}]}`
+	}
+	cases := []struct {
+		name, output string
+		reason       planexec.Reason
+	}{
+		{"an empty object", `{}`, planexec.ReasonEmpty},
+		{"no steps", `{"steps":[]}`, planexec.ReasonEmpty},
+		{"a goal alone", `{"goal":"x"}`, planexec.ReasonEmpty},
+		{"NBSP around", "\u00a0" + valid + "\u00a0", planexec.ReasonMalformed},
+		{"vertical tab around", "\v" + valid + "\v", planexec.ReasonMalformed},
+		{"a bidi override in an id", withID("s\u202E1"), planexec.ReasonMalformed},
+		{"a zero-width joiner in an id", withID("s\u200D1"), planexec.ReasonMalformed},
+		{"a soft hyphen in an id", withID("s\u00AD1"), planexec.ReasonMalformed},
+		{"a variation selector in an id", withID("s1\uFE0F"), planexec.ReasonMalformed},
+		{"a private-use character in an id", withID("s\uE0001"), planexec.ReasonMalformed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			model := scripted.New(scripted.Reply{Content: c.output}, scripted.Reply{Content: valid})
+			planner, err := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := newExecutor(t, &recorder{}, nil)
+			plan, err := run.Plan(context.Background(), planner, "look around")
+			if err != nil {
+				t.Fatalf("Plan: %v", err)
+			}
+			if plan.Revision != 2 || len(plan.Steps) != 1 || plan.Steps[0].ID != "s1" {
+				t.Errorf("plan = %+v, want the second answer as revision 2", plan)
+			}
+			es := run.Events()
+			if got := kinds(es); !slices.Equal(got, []planexec.EventKind{planexec.EventPlanRefused, planexec.EventReplanned, planexec.EventPlanned}) {
+				t.Fatalf("events = %v", got)
+			}
+			if es[0].Reason != c.reason {
+				t.Errorf("PLAN_REFUSED reason = %q, want %q", es[0].Reason, c.reason)
+			}
+			if len(model.Requests()) != 2 {
+				t.Errorf("the model was asked %d times, want 2", len(model.Requests()))
+			}
+		})
+	}
+	// JSON's own whitespace around a plan is no reason to ask again.
+	model := scripted.New(scripted.Reply{Content: " \t\r\n" + valid + "\n\r\t "})
+	planner, _ := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+	run, _ := newExecutor(t, &recorder{}, nil)
+	plan, err := run.Plan(context.Background(), planner, "look around")
+	if err != nil || plan.Revision != 1 {
+		t.Errorf("a plan with JSON whitespace around it: revision %d, %v; want accepted at once", plan.Revision, err)
+	}
+	// An id in another script is no reason either.
+	model = scripted.New(scripted.Reply{Content: withID("шаг-1")})
+	planner, _ = planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
+	run, _ = newExecutor(t, &recorder{}, nil)
+	if plan, err = run.Plan(context.Background(), planner, "look around"); err != nil || plan.Steps[0].ID != "шаг-1" {
+		t.Errorf("a plan with a Cyrillic step id: %+v, %v; want accepted", plan, err)
 	}
 }
 
@@ -364,37 +560,52 @@ func TestAStepNamingAToolNobodyRegisteredIsRefusedAsUnknownTool(t *testing.T) {
 	}
 }
 
-func TestARegisteredToolOutsideTheAgentsAllowlistIsRefusedAsNotAllowed(t *testing.T) {
-	narrow := func(c *planexec.Config) { c.Agent.Tools = []string{"search_flights", "book_flight"} }
+func TestARegisteredToolOutsideTheDelegationScopeIsRefusedAsNotAllowed(t *testing.T) {
 	plan := planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		step("r1", "refund", `{"order":"A1","amount":10,"currency":"EUR"}`),
 	}}
-	pv := vExecuteRefused(t, plan, planexec.ReasonNotAllowed, narrow)
+	pv := vExecuteRefused(t, plan, planexec.ReasonNotAllowed, withScope("search_flights", "book_flight"))
 	if pv.Step != "r1" || pv.Tool != "refund" {
 		t.Errorf("refusal names step %q tool %q, want r1 refund", pv.Step, pv.Tool)
 	}
 }
 
-func TestADelegationScopeNarrowerThanTheAllowlistRefusesTheRestAsNotAllowed(t *testing.T) {
-	scoped := func(c *planexec.Config) { c.Delegation.Scope = []string{"search_flights"} }
+func TestANarrowerScopeRefusesTheRestAndAnEmptyScopeAllowsNothing(t *testing.T) {
+	scoped := withScope("search_flights")
 	pv := vExecuteRefused(t, tripPlan(), planexec.ReasonNotAllowed, scoped)
 	if pv.Step != "s2" || pv.Tool != "book_flight" {
 		t.Errorf("refusal names step %q tool %q, want s2 book_flight", pv.Step, pv.Tool)
 	}
-	ex, _ := newExecutor(t, &recorder{}, scoped)
-	if err := ex.Validate(vSearches(2)); err != nil {
+	run, _ := newExecutor(t, &recorder{}, scoped)
+	if err := run.Validate(vSearches(2)); err != nil {
 		t.Errorf("a plan within the scope was refused: %v", err)
 	}
-	// An empty, non-nil scope allows nothing: there is nothing to plan with.
-	_, err := planexec.NewExecutor(planexec.Config{
-		Tools: (&recorder{}).tools(), Contracts: []*planexec.Contract{searchContract, bookContract, refundContract},
-		Agent: planexec.Agent{Name: "courier", Tools: allTools}, Delegation: planexec.Delegation{Scope: []string{}},
-	})
-	var ce *planexec.ConfigurationError
-	if !errors.As(err, &ce) {
-		t.Errorf("an empty scope was accepted: %v", err)
+	// An empty, non-nil scope allows nothing: every step is refused, and
+	// there is nothing to plan with.
+	empty := func(s *setup) { s.Delegation.Scope = []string{} } // withScope() would be nil: every tool
+	vExecuteRefused(t, vSearches(1), planexec.ReasonNotAllowed, empty)
+	run, _ = newExecutor(t, &recorder{}, empty)
+	if cat := run.Catalog(); len(cat) != 0 {
+		t.Errorf("an empty scope lists %d tools in the catalog", len(cat))
 	}
+	planner := &vNeverAsked{}
+	_, err := run.Plan(context.Background(), planner, "look around")
+	var de *planexec.DelegationError
+	if !errors.As(err, &de) || de.RunID != "run-1" {
+		t.Errorf("planning under an empty scope: err = %v, want a *DelegationError for run-1", err)
+	}
+	if planner.asked {
+		t.Error("the planner was asked for a plan no tool could carry out")
+	}
+}
+
+// vNeverAsked is a planner that remembers whether it was asked.
+type vNeverAsked struct{ asked bool }
+
+func (p *vNeverAsked) Plan(context.Context, planexec.PlanRequest) (*planexec.PlanResponse, error) {
+	p.asked = true
+	return nil, errors.New("a planner that should not have been asked")
 }
 
 func TestAStepWaitingOnAStepNobodyPlannedIsRefusedAsDependency(t *testing.T) {
@@ -458,10 +669,10 @@ func TestAStepBehindALoopIsNamedAsWaitingOnACycle(t *testing.T) {
 func TestTheOrderOfStepsDecidesNothingForAValidPlan(t *testing.T) {
 	// s2 is written first but waits on s1: valid, and run in dependency order.
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) { c.Concurrency = 1 })
+	run, _ := newExecutor(t, r, func(c *setup) { c.Concurrency = 1 })
 	p := tripPlan()
 	p.Steps[0], p.Steps[1] = p.Steps[1], p.Steps[0]
-	if _, err := ex.Execute(context.Background(), p); err != nil {
+	if _, err := run.Execute(context.Background(), p); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
 	if got := toolNames(r.Calls()); len(got) != 2 || got[0] != "search_flights" || got[1] != "book_flight" {
@@ -515,11 +726,11 @@ func TestPerStepChecksStopAtTheFirstBadStepInPlanOrder(t *testing.T) {
 		step("s1", "teleport", `{}`),
 		step("s2", "refund", `{"order":"A1","amount":1,"currency":"EUR"}`),
 	}}
-	vExecuteRefused(t, mixed, planexec.ReasonUnknownTool, func(c *planexec.Config) { c.Agent.Tools = []string{"search_flights"} })
+	vExecuteRefused(t, mixed, planexec.ReasonUnknownTool, withScope("search_flights"))
 }
 
 func TestValidationNeverPanicsOnANastyPlan(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
+	run, _ := newExecutor(t, &recorder{}, nil)
 	search := func(args string) planexec.Plan {
 		return planexec.Plan{Steps: []planexec.Step{step("s1", "search_flights", args)}}
 	}
@@ -545,18 +756,18 @@ func TestValidationNeverPanicsOnANastyPlan(t *testing.T) {
 	}
 	for name, c := range nasty {
 		t.Run(name, func(t *testing.T) {
-			vRefusal(t, ex.Validate(c.plan), c.reason)
+			vRefusal(t, run.Validate(c.plan), c.reason)
 		})
 	}
 }
 
 func TestArgumentsNestedPastMaxArgumentDepthAreRefused(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
+	run, _ := newExecutor(t, &recorder{}, nil)
 	deep := `{"order":"A1","amount":1,"currency":"EUR","note":` + vDeep(40, "1") + `}`
-	pv := vRefusal(t, ex.Validate(planexec.Plan{Steps: []planexec.Step{step("s1", "refund", deep)}}), planexec.ReasonArguments)
+	pv := vRefusal(t, run.Validate(planexec.Plan{Steps: []planexec.Step{step("s1", "refund", deep)}}), planexec.ReasonArguments)
 	found := false
 	for _, v := range pv.Violations {
-		if strings.Contains(v.Problem, "nesting deeper than 32") {
+		if strings.Contains(v.Why, "nesting deeper than 32") {
 			found = true
 		}
 	}
@@ -564,12 +775,12 @@ func TestArgumentsNestedPastMaxArgumentDepthAreRefused(t *testing.T) {
 		t.Errorf("violations %v do not say the nesting is too deep", pv.Violations)
 	}
 	// With a lower limit, shallower nesting is refused too.
-	ex, _ = newExecutor(t, &recorder{}, func(c *planexec.Config) { c.Limits.MaxArgumentDepth = 3 })
+	run, _ = newExecutor(t, &recorder{}, func(c *setup) { c.Limits.MaxArgumentDepth = 3 })
 	shallow := `{"origin":"LHR","destination":"JFK","x":` + vDeep(5, "") + `}`
-	pv = vRefusal(t, ex.Validate(planexec.Plan{Steps: []planexec.Step{step("s1", "search_flights", shallow)}}), planexec.ReasonArguments)
+	pv = vRefusal(t, run.Validate(planexec.Plan{Steps: []planexec.Step{step("s1", "search_flights", shallow)}}), planexec.ReasonArguments)
 	found = false
 	for _, v := range pv.Violations {
-		if strings.Contains(v.Problem, "nesting deeper than 3") {
+		if strings.Contains(v.Why, "nesting deeper than 3") {
 			found = true
 		}
 	}
@@ -590,8 +801,8 @@ func TestAHugeToolNameIsRefusedAsUnknownToolWithAShortMessage(t *testing.T) {
 	}
 	hugeID := strings.Repeat("é", 5000)
 	pv = vRefusal(t, func() error {
-		ex, _ := newExecutor(t, &recorder{}, nil)
-		return ex.Validate(planexec.Plan{Steps: []planexec.Step{step(hugeID, "search_flights", `{"origin":"LHR","destination":"JFK"}`)}})
+		run, _ := newExecutor(t, &recorder{}, nil)
+		return run.Validate(planexec.Plan{Steps: []planexec.Step{step(hugeID, "search_flights", `{"origin":"LHR","destination":"JFK"}`)}})
 	}(), planexec.ReasonMalformed)
 	if n := len(pv.Error()); n >= 300 {
 		t.Errorf("Error() is %d bytes long for a huge step id", n)
@@ -599,8 +810,8 @@ func TestAHugeToolNameIsRefusedAsUnknownToolWithAShortMessage(t *testing.T) {
 }
 
 func TestARefusalCarriesTheRunAndTenant(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	pv := vRefusal(t, ex.Validate(planexec.Plan{ID: "p-7", Revision: 3, Steps: []planexec.Step{step("s1", "teleport", `{}`)}}), planexec.ReasonUnknownTool)
+	run, _ := newExecutor(t, &recorder{}, nil)
+	pv := vRefusal(t, run.Validate(planexec.Plan{ID: "p-7", Revision: 3, Steps: []planexec.Step{step("s1", "teleport", `{}`)}}), planexec.ReasonUnknownTool)
 	if pv.RunID != "run-1" || pv.Tenant != "acme" {
 		t.Errorf("RunID %q Tenant %q, want run-1 acme", pv.RunID, pv.Tenant)
 	}
@@ -611,11 +822,11 @@ func TestARefusalCarriesTheRunAndTenant(t *testing.T) {
 
 func TestAValidPlanPassesValidationAndRuns(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
-	if err := ex.Validate(tripPlan()); err != nil {
+	run, gate := newExecutor(t, r, nil)
+	if err := run.Validate(tripPlan()); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	res, err := ex.Execute(context.Background(), tripPlan())
+	res, err := run.Execute(context.Background(), tripPlan())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -628,7 +839,7 @@ func TestAValidPlanPassesValidationAndRuns(t *testing.T) {
 	if len(gate.Asked()) != 1 {
 		t.Errorf("the irreversible booking asked %d times, want once", len(gate.Asked()))
 	}
-	if count(ex.Events(), planexec.EventPlanRefused) != 0 {
+	if count(run.Events(), planexec.EventPlanRefused) != 0 {
 		t.Error("a valid plan was recorded as refused")
 	}
 }
