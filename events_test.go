@@ -33,29 +33,24 @@ func cBusyPlan() planexec.Plan {
 	}}
 }
 
-func cBusyExecutor(t *testing.T, r *recorder, edit func(*planexec.Config)) *planexec.Executor {
+func cBusyRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
 	t.Helper()
 	ladder := cLadder(t,
 		planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()},
 		planexec.Grant{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelAskAlways},
 	)
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
-		c.Ladder = ladder
-		if edit != nil {
-			edit(c)
-		}
-	})
-	return ex
+	run, _ := newExecutor(t, r, cUnder(ladder, edit))
+	return run
 }
 
 func TestEveryEventCarriesItsTimeRunPlanAndRevision(t *testing.T) {
-	ex := cBusyExecutor(t, &recorder{}, nil)
+	run := cBusyRun(t, &recorder{}, nil)
 	plan := cBusyPlan()
-	res, err := ex.Execute(context.Background(), plan)
+	res, err := run.Execute(context.Background(), plan)
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if len(es) == 0 {
 		t.Fatal("no events")
 	}
@@ -81,23 +76,25 @@ func TestEveryEventCarriesItsTimeRunPlanAndRevision(t *testing.T) {
 		t.Errorf("AUTONOMY_CLEARED does not name its grant and level: %+v", es)
 	}
 	for _, k := range []planexec.EventKind{planexec.EventApprovalRequired, planexec.EventApprovalGranted} {
-		if i := findEvent(es, k, "s2"); i < 0 || es[i].RecordID == "" {
+		if i := findEvent(es, k, "s2"); i < 0 || es[i].Request == "" {
 			t.Errorf("%s for s2 names no record", k)
 		}
 	}
 }
 
 func TestEventsAreNumberedFromOneInTheOrderTheyHappened(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	if _, err := ex.Execute(context.Background(), cWide(6)); err != nil {
+	run, _ := newExecutor(t, &recorder{}, nil)
+	if _, err := run.Execute(context.Background(), cWide(6)); err != nil {
 		t.Fatalf("first Execute: %v", err)
 	}
-	if _, err := ex.Execute(context.Background(), tripPlan()); err != nil {
+	if _, err := run.Execute(context.Background(), tripPlan()); err != nil {
 		t.Fatalf("second Execute: %v", err)
 	}
-	es := ex.Events()
-	if len(es) < 2*6+1+7 {
-		t.Fatalf("only %d events: %v", len(es), kinds(es))
+	es := run.Events()
+	// Each plan: PLANNED, its step events and PLAN_COMPLETED; the trip
+	// adds the booking's approval.
+	if want := (1 + 2*6 + 1) + (1 + 2 + 2*2 + 1); len(es) != want {
+		t.Fatalf("%d events, want %d: %v", len(es), want, kinds(es))
 	}
 	for i, e := range es {
 		if e.Seq != int64(i+1) {
@@ -132,17 +129,17 @@ func TestTheObserverSeesTheSameEventsLiveAndInTheSameOrder(t *testing.T) {
 		startedBeforeCall[id] = findEvent(observed, planexec.EventStepStarted, id) >= 0
 		return nil
 	}
-	ex := cBusyExecutor(t, r, func(c *planexec.Config) {
-		c.Observer = func(e planexec.Event) {
+	run := cBusyRun(t, r, func(s *setup) {
+		s.Observer = func(e planexec.Event) {
 			mu.Lock()
 			observed = append(observed, e)
 			mu.Unlock()
 		}
 	})
-	if _, err := ex.Execute(context.Background(), cBusyPlan()); err != nil {
+	if _, err := run.Execute(context.Background(), cBusyPlan()); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	es := ex.Events()
+	es := run.Events()
 	mu.Lock()
 	defer mu.Unlock()
 	if !reflect.DeepEqual(observed, es) {
@@ -156,11 +153,11 @@ func TestTheObserverSeesTheSameEventsLiveAndInTheSameOrder(t *testing.T) {
 }
 
 func TestASuccessfulRunRecordsEachStepAndEndsWithPlanCompleted(t *testing.T) {
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	if _, err := ex.Execute(context.Background(), tripPlan()); err != nil {
+	run, _ := newExecutor(t, &recorder{}, nil)
+	if _, err := run.Execute(context.Background(), tripPlan()); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	es := ex.Events()
+	es := run.Events()
 	type kv struct {
 		kind planexec.EventKind
 		step string
@@ -170,6 +167,7 @@ func TestASuccessfulRunRecordsEachStepAndEndsWithPlanCompleted(t *testing.T) {
 		got = append(got, kv{e.Kind, e.StepID})
 	}
 	want := []kv{
+		{planexec.EventPlanned, ""},
 		{planexec.EventApprovalRequired, "s2"},
 		{planexec.EventApprovalGranted, "s2"},
 		{planexec.EventStepStarted, "s1"},
@@ -181,11 +179,11 @@ func TestASuccessfulRunRecordsEachStepAndEndsWithPlanCompleted(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
-	if e := es[5]; e.Approver != "dana" || e.Replayed {
+	if e := es[6]; e.Approver != "dana" || e.Replayed {
 		t.Errorf("STEP_EXECUTED for s2 = %+v, want approved by dana, not replayed", e)
 	}
-	if es[1].Approver != "dana" {
-		t.Errorf("APPROVAL_GRANTED names approver %q", es[1].Approver)
+	if es[2].Approver != "dana" {
+		t.Errorf("APPROVAL_GRANTED names approver %q", es[2].Approver)
 	}
 }
 
@@ -196,23 +194,23 @@ func TestAFailedStepIsRecordedWithDetailAndTheRunEndsWithPlanFailed(t *testing.T
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, nil)
-	if _, err := ex.Execute(context.Background(), tripPlan()); err == nil {
+	run, _ := newExecutor(t, r, nil)
+	if _, err := run.Execute(context.Background(), tripPlan()); err == nil {
 		t.Fatal("Execute succeeded with a failing search")
 	}
-	es := ex.Events()
+	es := run.Events()
 	want := []planexec.EventKind{
-		planexec.EventApprovalRequired, planexec.EventApprovalGranted,
+		planexec.EventPlanned, planexec.EventApprovalRequired, planexec.EventApprovalGranted,
 		planexec.EventStepStarted, planexec.EventStepFailed, planexec.EventPlanFailed,
 	}
 	if got := kinds(es); !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
 	}
-	failed := es[3]
+	failed := es[4]
 	if failed.StepID != "s1" || failed.Tool != "search_flights" || failed.Detail == "" {
 		t.Errorf("STEP_FAILED = %+v, want s1 search_flights with a detail", failed)
 	}
-	if es[4].Detail == "" {
+	if es[5].Detail == "" {
 		t.Error("PLAN_FAILED carries no detail")
 	}
 }
@@ -226,11 +224,11 @@ func TestEventsAreStampedByTheConfiguredClock(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) { c.Now = clock.Now })
-	if _, err := ex.Execute(context.Background(), tripPlan()); err != nil {
+	run, _ := newExecutor(t, r, func(s *setup) { s.Now = clock.Now })
+	if _, err := run.Execute(context.Background(), tripPlan()); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	es := ex.Events()
+	es := run.Events()
 	started, executed := findEvent(es, planexec.EventStepStarted, "s1"), findEvent(es, planexec.EventStepExecuted, "s1")
 	if started < 0 || executed < 0 {
 		t.Fatalf("events = %v", kinds(es))
@@ -250,15 +248,15 @@ func TestEventsAreStampedByTheConfiguredClock(t *testing.T) {
 
 func TestARefusedPlanIsOnTheRecordWithItsReason(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
-	_, err := ex.Execute(context.Background(), planexec.Plan{ID: "plan-9", Steps: []planexec.Step{
+	run, gate := newExecutor(t, r, nil)
+	_, err := run.Execute(context.Background(), planexec.Plan{ID: "plan-9", Steps: []planexec.Step{
 		cSearch("s1", "LHR"),
 		step("s2", "charter_jet", `{}`, "s1"),
 	}})
 	if !errors.Is(err, planexec.ReasonUnknownTool) {
 		t.Fatalf("err = %v, want an unknown_tool refusal", err)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if len(es) != 1 {
 		t.Fatalf("events = %v, want the refusal only", kinds(es))
 	}
