@@ -7,9 +7,11 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
@@ -694,5 +696,127 @@ func TestATruncatedAnswerIsAnErrorAndStillCountsItsTokens(t *testing.T) {
 	}
 	if u := run.Usage(); u.OutputTokens != 4096 || u.Calls != 1 {
 		t.Errorf("usage = %+v, want the truncated call's tokens counted", u)
+	}
+}
+
+// ---- refused plans as the model is shown them again ----
+
+// plannerHuge is a plan of about size bytes whose goal is written in a
+// three-byte character, so a cut at a round number of bytes falls inside a
+// character. Its one step calls tool.
+func plannerHuge(size int, tool string) string {
+	head := `{"goal":"`
+	tail := `","steps":[` + vStepJSON("s1", tool, `{"origin":"LHR","destination":"JFK"}`) + `]}`
+	return head + strings.Repeat("€", (size-len(head)-len(tail))/3) + tail
+}
+
+func TestARefusedLargePlanIsShownToTheModelAgainOnlyInPart(t *testing.T) {
+	const shown = 16 << 10 // what the model may be shown of one refused plan
+	for _, tc := range []struct {
+		name    string
+		payload string
+		reason  planexec.Reason
+		limits  planexec.Limits
+	}{
+		{"larger than the plan limit", plannerHuge(400<<10, "search_flights"), planexec.ReasonMalformed, planexec.Limits{MaxPlanBytes: 128 << 10}},
+		{"within the limits but refused", plannerHuge(400<<10, "teleport"), planexec.ReasonUnknownTool, planexec.Limits{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := scripted.New(scripted.Reply{Content: tc.payload}, scripted.Reply{Content: tc.payload}, scripted.Reply{Content: vValidTrip})
+			run := vPlanningRun(t, &recorder{}, func(s *setup) { s.Limits = tc.limits })
+			if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
+				t.Fatalf("Plan: %v", err)
+			}
+			es := run.Events()
+			if count(es, planexec.EventPlanRefused) != 2 || es[0].Reason != tc.reason {
+				t.Fatalf("events = %+v, want two %s refusals", kinds(es), tc.reason)
+			}
+			reqs := model.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("the model was asked %d times, want 3", len(reqs))
+			}
+			last := reqs[2].Messages
+			if len(last) != 5 {
+				t.Fatalf("the third request has %d messages, want task and two answers with their feedback", len(last))
+			}
+			total := 0
+			for _, m := range last {
+				total += len(m.Content)
+			}
+			if total > 4*shown {
+				t.Errorf("the third request carries %d bytes of messages for two refusals of %d bytes each", total, len(tc.payload))
+			}
+			for _, i := range []int{1, 3} {
+				m := last[i]
+				if m.Role != llm.RoleAssistant {
+					t.Fatalf("message %d comes from %q, want the model's own answer", i, m.Role)
+				}
+				// The answer's start, cut on a character, then a marker that
+				// says how much was left out.
+				k := 0
+				for k < len(m.Content) && k < len(tc.payload) && m.Content[k] == tc.payload[k] {
+					k++
+				}
+				for k > 0 && k < len(tc.payload) && !utf8.RuneStart(tc.payload[k]) {
+					k--
+				}
+				if k > shown || k < shown-utf8.UTFMax {
+					t.Errorf("message %d repeats %d bytes of the %d-byte answer, want about %d", i, k, len(tc.payload), shown)
+				}
+				marker := m.Content[k:]
+				if marker == "" || len(marker) > 256 || strings.Contains(tc.payload[k:], marker) {
+					t.Errorf("message %d ends %q after the excerpt, want a short marker", i, plannerClip(marker))
+				}
+				if !strings.Contains(marker, strconv.Itoa(len(tc.payload)-k)) {
+					t.Errorf("the marker %q does not say that %d bytes were left out", plannerClip(marker), len(tc.payload)-k)
+				}
+				if !utf8.ValidString(m.Content) {
+					t.Errorf("message %d is not valid UTF-8: the cut split a character", i)
+				}
+			}
+		})
+	}
+}
+
+// plannerClip keeps a failure message short.
+func plannerClip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// ---- planning with no tool ----
+
+func TestPlanningWithNoToolInScopeIsADelegationErrorAndAsksNoModel(t *testing.T) {
+	for name, edit := range map[string]func(*setup){
+		"an empty scope":                          func(s *setup) { s.Delegation.Scope = []string{} },
+		"a scope of tools the executor lacks":     func(s *setup) { s.Delegation.Scope = []string{"charter_jet"} },
+		"an executor with no tools, and no scope": func(s *setup) { s.Tools = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			model := scripted.New(scripted.Reply{Content: vValidTrip})
+			run, _ := newExecutor(t, &recorder{}, edit)
+			plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
+			var de *planexec.DelegationError
+			if !errors.As(err, &de) {
+				t.Fatalf("err = %v, want *DelegationError", err)
+			}
+			if de.RunID != "run-1" {
+				t.Errorf("the error names run %q, want run-1", de.RunID)
+			}
+			if plan.ID != "" || len(plan.Steps) != 0 {
+				t.Errorf("a plan came back with the error: %+v", plan)
+			}
+			if n := len(model.Requests()); n != 0 {
+				t.Errorf("the model was asked %d times with no tool to plan with", n)
+			}
+			if u := run.Usage(); u != (llm.Usage{}) {
+				t.Errorf("usage = %+v, want none", u)
+			}
+			if es := run.Events(); len(es) != 0 {
+				t.Errorf("events = %v, want none", kinds(es))
+			}
+		})
 	}
 }
