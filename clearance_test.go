@@ -104,7 +104,7 @@ func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
 		t.Errorf("request is for step %q tool %q irreversible %v, want s2 book_flight true", req.StepID, req.Tool, req.Irreversible)
 	}
 	if req.ID == "" || req.ArgumentsDigest == "" {
-		t.Errorf("request is not bound to a record: RecordID %q ArgumentsDigest %q", req.ID, req.ArgumentsDigest)
+		t.Errorf("request is not bound to a record: ID %q ArgumentsDigest %q", req.ID, req.ArgumentsDigest)
 	}
 	if got, want := string(req.Arguments), `{"flight":"BA117","seats":1}`; got != want {
 		t.Errorf("request shows arguments %s, want the canonical %s", got, want)
@@ -1013,20 +1013,29 @@ func TestAChildDelegationMayOnlyNarrow(t *testing.T) {
 		!slices.Equal(child.Scope, []string{"book_flight"}) || !child.Expires.Equal(end.Add(-time.Hour)) {
 		t.Errorf("child = %+v", child)
 	}
-	if _, err := parent.Delegate("booker", []string{"book_flight", "refund"}, end); err == nil {
-		t.Error("a child with a tool outside the parent's scope was accepted")
-	}
-	if _, err := parent.Delegate("booker", nil, end); err == nil {
-		t.Error("an unscoped child of a scoped parent was accepted")
-	}
-	if _, err := parent.Delegate("booker", []string{"book_flight"}, end.Add(time.Minute)); err == nil {
-		t.Error("a child outliving its parent was accepted")
-	}
-	if _, err := parent.Delegate("booker", []string{"book_flight"}, time.Time{}); err == nil {
-		t.Error("a child that never expires was accepted under a parent that does")
-	}
-	if _, err := child.Delegate("clerk", []string{"search_flights"}, end.Add(-2*time.Hour)); err == nil {
-		t.Error("a grandchild regained a tool its parent had given up")
+	for _, tc := range []struct {
+		name    string
+		from    planexec.Delegation
+		scope   []string
+		expires time.Time
+		tool    string // the tool the refusal names, if one
+	}{
+		{"a tool outside the parent's scope", parent, []string{"book_flight", "refund"}, end, "refund"},
+		{"no scope under a scoped parent", parent, nil, end, ""},
+		{"outliving the parent", parent, []string{"book_flight"}, end.Add(time.Minute), ""},
+		{"never expiring under a parent that does", parent, []string{"book_flight"}, time.Time{}, ""},
+		{"a tool the parent had given up", child, []string{"search_flights"}, end.Add(-2 * time.Hour), "search_flights"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.from.Delegate("clerk", tc.scope, tc.expires)
+			var de *planexec.DelegationError
+			if !errors.As(err, &de) {
+				t.Fatalf("Delegate = %+v, %v; want a *DelegationError", got, err)
+			}
+			if de.RunID != tc.from.RunID || de.Tool != tc.tool || de.Why == "" {
+				t.Errorf("refusal = %+v, want run %s, tool %q and a reason", de, tc.from.RunID, tc.tool)
+			}
+		})
 	}
 }
 

@@ -176,7 +176,7 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 	for _, s := range shown {
 		w, ok := want[s.Name]
 		if !ok {
-			t.Errorf("the model was shown %q, which the agent may not call", s.Name)
+			t.Errorf("the model was shown %q, which the delegation does not cover", s.Name)
 			continue
 		}
 		if s.Description != w.desc || s.Irreversible != w.irreversible {
@@ -186,13 +186,13 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 			t.Errorf("%s shown with schema %s, want its contract's %s", s.Name, s.Schema, w.schema)
 		}
 	}
-	// Nothing anywhere in the request mentions the tool outside the allowlist.
+	// Nothing anywhere in the request mentions the tool outside the delegated scope.
 	all := req.System + string(req.Output.Schema)
 	for _, m := range req.Messages {
 		all += m.Content
 	}
 	if strings.Contains(all, "refund") {
-		t.Error("the request mentions refund, which the agent may not call")
+		t.Error("the request mentions refund, which the delegation does not cover")
 	}
 }
 
@@ -232,7 +232,7 @@ func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 		names = append(names, name)
 		c, ok := contracts[name]
 		if !ok {
-			t.Errorf("a branch for %q, which the agent may not call", name)
+			t.Errorf("a branch for %q, which the delegation does not cover", name)
 			continue
 		}
 		args, err := json.Marshal(vProp(t, bm, "arguments"))
@@ -335,7 +335,7 @@ func TestTheReplanRequestCarriesTheRefusalAfterTheModelsOwnAnswer(t *testing.T) 
 	}
 }
 
-func TestPlannedTellsAnyPlannerItsAttemptAndEarlierRefusals(t *testing.T) {
+func TestPlanTellsAnyPlannerItsAttemptAndEarlierRefusals(t *testing.T) {
 	p := &vPlannerFunc{payloads: []string{vUnknownToolTrip, "not a plan", vValidTrip}}
 	run := vPlanningRun(t, &recorder{}, nil)
 	plan, err := run.Plan(context.Background(), p, "get them to New York")
