@@ -117,41 +117,59 @@ func TestEventsAreNumberedFromOneInTheOrderTheyHappened(t *testing.T) {
 }
 
 func TestTheObserverSeesTheSameEventsLiveAndInTheSameOrder(t *testing.T) {
-	var mu sync.Mutex
-	var observed []planexec.Event
-	startedBeforeCall := map[string]bool{}
-	r := &recorder{}
-	r.fail = func(tool string, args any) error {
-		// While a tool runs, its STEP_STARTED has already been seen.
-		id := map[string]string{"book_flight": "s2", "refund": "s3", "LGW": "s4"}[tool]
-		if tool == "search_flights" {
-			id = map[string]string{"LHR": "s1", "LGW": "s4"}[cOrigin(args)]
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		startedBeforeCall[id] = findEvent(observed, planexec.EventStepStarted, id) >= 0
-		return nil
-	}
-	run := cBusyRun(t, r, func(s *setup) {
-		s.Observer = func(e planexec.Event) {
+	for _, tc := range []struct {
+		name        string
+		concurrency int
+		// live: a step's tool runs only once the observer has seen its
+		// STEP_STARTED. That holds when one step runs at a time; with steps
+		// at once, a step's event may wait in line while the observer is
+		// handed another step's, and its tool need not wait for that.
+		live bool
+	}{
+		{"one step at a time", 1, true},
+		{"steps at once", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var observed []planexec.Event
+			startedBeforeCall := map[string]bool{}
+			r := &recorder{}
+			r.fail = func(tool string, args any) error {
+				id := map[string]string{"book_flight": "s2", "refund": "s3"}[tool]
+				if tool == "search_flights" {
+					id = map[string]string{"LHR": "s1", "LGW": "s4"}[cOrigin(args)]
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				startedBeforeCall[id] = findEvent(observed, planexec.EventStepStarted, id) >= 0
+				return nil
+			}
+			run := cBusyRun(t, r, func(s *setup) {
+				s.Concurrency = tc.concurrency
+				s.Observer = func(e planexec.Event) {
+					mu.Lock()
+					observed = append(observed, e)
+					mu.Unlock()
+				}
+			})
+			if _, err := run.Execute(context.Background(), cBusyPlan()); err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			es := run.Events()
 			mu.Lock()
-			observed = append(observed, e)
-			mu.Unlock()
-		}
-	})
-	if _, err := run.Execute(context.Background(), cBusyPlan()); err != nil {
-		t.Fatalf("Execute: %v", err)
-	}
-	es := run.Events()
-	mu.Lock()
-	defer mu.Unlock()
-	if !reflect.DeepEqual(observed, es) {
-		t.Errorf("the observer saw\n%v\nthe record holds\n%v", kinds(observed), kinds(es))
-	}
-	for _, id := range []string{"s1", "s2", "s3", "s4"} {
-		if !startedBeforeCall[id] {
-			t.Errorf("the observer had not seen STEP_STARTED for %s when its tool ran", id)
-		}
+			defer mu.Unlock()
+			if !reflect.DeepEqual(observed, es) {
+				t.Errorf("the observer saw\n%v\nthe record holds\n%v", kinds(observed), kinds(es))
+			}
+			if len(startedBeforeCall) != 4 {
+				t.Errorf("tools ran for %v, want s1 to s4", startedBeforeCall)
+			}
+			for id, seen := range startedBeforeCall {
+				if tc.live && !seen {
+					t.Errorf("the observer had not seen STEP_STARTED for %s when its tool ran", id)
+				}
+			}
+		})
 	}
 }
 
