@@ -71,9 +71,9 @@ func cGBP100() *planexec.Ceiling {
 	return &planexec.Ceiling{Amount: decimal.RequireFromString("100"), Currency: "GBP"}
 }
 
-// cNoClaims narrows st to a store that keeps plans and decisions but no
-// idempotency claims: a step executed again runs again.
-func cNoClaims(st *memory.Store) planexec.PlanStore {
+// clearanceNoClaims narrows st to a store that keeps plans and decisions
+// but no idempotency claims: a step executed again runs again.
+func clearanceNoClaims(st *memory.Store) planexec.PlanStore {
 	return struct {
 		planexec.PlanStore
 		planexec.ApprovalStore
@@ -357,7 +357,7 @@ func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
 func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *testing.T) {
 	// The store keeps decisions but no claims, so the steps run again and
 	// only the decision carries over.
-	shared := withStore(cNoClaims(memory.New()))
+	shared := withStore(clearanceNoClaims(memory.New()))
 
 	run1, gate1 := newExecutor(t, &recorder{}, shared)
 	if _, err := run1.Execute(context.Background(), tripPlan()); err != nil {
@@ -688,21 +688,21 @@ func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
 	}
 }
 
-// cTenant runs the run as tenant and user.
-func cTenant(tenant, user string) func(*setup) {
+// clearanceAs runs the run as tenant and user.
+func clearanceAs(tenant, user string) func(*setup) {
 	return func(s *setup) { s.Delegation.Tenant, s.Delegation.User = tenant, user }
 }
 
-// cSearchThenRefund is a search, then a refund of 5 GBP after it.
-func cSearchThenRefund() planexec.Plan {
+// clearanceSearchThenRefund is a search, then a refund of 5 GBP after it.
+func clearanceSearchThenRefund() planexec.Plan {
 	return planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		cRefund("s2", "o-1", "5", "GBP", "s1"),
 	}}
 }
 
-// cUnder sets the ladder, then applies edit if there is one.
-func cUnder(ladder *planexec.AutonomyLadder, edit func(*setup)) func(*setup) {
+// clearanceUnder sets the ladder, then applies edit if there is one.
+func clearanceUnder(ladder *planexec.AutonomyLadder, edit func(*setup)) func(*setup) {
 	return func(s *setup) {
 		s.Ladder = ladder
 		if edit != nil {
@@ -711,14 +711,14 @@ func cUnder(ladder *planexec.AutonomyLadder, edit func(*setup)) func(*setup) {
 	}
 }
 
-// cRefused runs cSearchThenRefund under ladder and checks that the ladder
-// refused the refund before anything ran, asking no one.
+// cRefused runs clearanceSearchThenRefund under ladder and checks that the
+// ladder refused the refund before anything ran, asking no one.
 func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, edit func(*setup)) {
 	t.Helper()
 	r := &recorder{}
-	run, gate := newExecutor(t, r, cUnder(ladder, edit))
+	run, gate := newExecutor(t, r, clearanceUnder(ladder, edit))
 	tenant := run.Delegation().Tenant
-	_, err := run.Execute(context.Background(), cSearchThenRefund())
+	_, err := run.Execute(context.Background(), clearanceSearchThenRefund())
 	var refused *planexec.AutonomyRefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("err = %v, want *AutonomyRefusedError", err)
@@ -740,14 +740,15 @@ func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, edit func(*setup)) 
 	cLastKind(t, es, planexec.EventPlanFailed)
 }
 
-// cAskedForLackOfGrant runs cSearchThenRefund under ladder and checks that,
-// finding no live grant, the ladder sent the refund to a person: escalated,
-// then asked, then run once the person approved, under no grant.
-func cAskedForLackOfGrant(t *testing.T, ladder *planexec.AutonomyLadder, edit func(*setup)) {
+// clearanceAskedForLackOfGrant runs clearanceSearchThenRefund under ladder
+// and checks that, finding no live grant, the ladder sent the refund to a
+// person: escalated, then asked, then run once the person approved, under no
+// grant.
+func clearanceAskedForLackOfGrant(t *testing.T, ladder *planexec.AutonomyLadder, edit func(*setup)) {
 	t.Helper()
 	r := &recorder{}
-	run, gate := newExecutor(t, r, cUnder(ladder, edit))
-	res, err := run.Execute(context.Background(), cSearchThenRefund())
+	run, gate := newExecutor(t, r, clearanceUnder(ladder, edit))
+	res, err := run.Execute(context.Background(), clearanceSearchThenRefund())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -780,7 +781,7 @@ func cAskedForLackOfGrant(t *testing.T, ladder *planexec.AutonomyLadder, edit fu
 func cActs(t *testing.T, ladder *planexec.AutonomyLadder, grant string, edit func(*setup)) {
 	t.Helper()
 	r := &recorder{}
-	run, gate := newExecutor(t, r, cUnder(ladder, edit))
+	run, gate := newExecutor(t, r, clearanceUnder(ladder, edit))
 	d := run.Delegation()
 	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
 	if err != nil {
@@ -809,7 +810,7 @@ func TestAClassifiedToolWithNoLiveGrantGoesToAPerson(t *testing.T) {
 		{"a grant for a tenant whose name is a prefix", []planexec.Grant{{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits}}, "acmecorp", "dana"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cAskedForLackOfGrant(t, cLadder(t, tc.grants...), edits(cTenant(tc.tenant, tc.user), func(s *setup) { s.Now = clock.Now }))
+			clearanceAskedForLackOfGrant(t, cLadder(t, tc.grants...), edits(clearanceAs(tc.tenant, tc.user), func(s *setup) { s.Now = clock.Now }))
 		})
 	}
 }
@@ -826,8 +827,8 @@ func TestANeverGrantForOneUserOutranksTheTenantsGrant(t *testing.T) {
 		planexec.Grant{ID: "g-acme", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits},
 		planexec.Grant{ID: "g-not-dana", Tenant: "acme", User: "dana", Class: "refunds", Level: planexec.LevelNever},
 	)
-	cRefused(t, ladder, cTenant("acme", "dana"))
-	cActs(t, ladder, "g-acme", cTenant("acme", "bob"))
+	cRefused(t, ladder, clearanceAs("acme", "dana"))
+	cActs(t, ladder, "g-acme", clearanceAs("acme", "bob"))
 }
 
 func TestAGrantExpiresByTheExecutorsClock(t *testing.T) {
@@ -837,19 +838,19 @@ func TestAGrantExpiresByTheExecutorsClock(t *testing.T) {
 	onClock := func(s *setup) { s.Now = clock.Now }
 	cActs(t, ladder, "g-day", onClock)
 	clock.Advance(25 * time.Hour)
-	cAskedForLackOfGrant(t, ladder, onClock)
+	clearanceAskedForLackOfGrant(t, ladder, onClock)
 }
 
 func TestAGrantForOneUserActsForThatUserOnly(t *testing.T) {
 	ladder := cLadder(t, planexec.Grant{ID: "g-bob", Tenant: "acme", User: "bob", Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cAskedForLackOfGrant(t, ladder, cTenant("acme", "dana"))
-	cActs(t, ladder, "g-bob", cTenant("acme", "bob"))
+	clearanceAskedForLackOfGrant(t, ladder, clearanceAs("acme", "dana"))
+	cActs(t, ladder, "g-bob", clearanceAs("acme", "bob"))
 }
 
 func TestAGrantWithSubTenantsCoversTheTenantsBelowIt(t *testing.T) {
 	ladder := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cActs(t, ladder, "g-acme", cTenant("acme/eu", "dana"))
-	cActs(t, ladder, "g-acme", cTenant("acme", "dana"))
+	cActs(t, ladder, "g-acme", clearanceAs("acme/eu", "dana"))
+	cActs(t, ladder, "g-acme", clearanceAs("acme", "dana"))
 }
 
 // cEscalates runs the refund steps under ladder and checks that the gate was
@@ -995,7 +996,7 @@ func TestAGrantForAnUnknownClassOrLevelIsRefused(t *testing.T) {
 		}
 	}
 	// Neither grant took effect: a refund still goes to a person.
-	cAskedForLackOfGrant(t, ladder, nil)
+	clearanceAskedForLackOfGrant(t, ladder, nil)
 }
 
 // ---- the delegation ----
@@ -1094,7 +1095,7 @@ func TestAnExpiredDelegationIsRefusedBeforeAnyPersonIsAsked(t *testing.T) {
 
 			res, err := run.Execute(context.Background(), plan)
 
-			cExpiredBeforeAsking(t, r, gate, run, res, err)
+			clearanceExpiredBeforeAsking(t, r, gate, run, res, err)
 		})
 	}
 }
@@ -1118,13 +1119,13 @@ func TestAnExpiredDelegationResumesNothingAndAsksNoOne(t *testing.T) {
 	second, gate := newExecutor(t, r, shared)
 	res, err := second.Resume(context.Background())
 
-	cExpiredBeforeAsking(t, r, gate, second, res, err)
+	clearanceExpiredBeforeAsking(t, r, gate, second, res, err)
 }
 
-// cExpiredBeforeAsking checks that a run under an expired delegation was
-// refused as a whole before clearance: no person asked, no ladder consulted,
-// nothing run.
-func cExpiredBeforeAsking(t *testing.T, r *recorder, gate *approve, run *planexec.Run, res *planexec.Result, err error) {
+// clearanceExpiredBeforeAsking checks that a run under an expired
+// delegation was refused as a whole before clearance: no person asked, no
+// ladder consulted, nothing run.
+func clearanceExpiredBeforeAsking(t *testing.T, r *recorder, gate *approve, run *planexec.Run, res *planexec.Result, err error) {
 	t.Helper()
 	var de *planexec.DelegationError
 	if !errors.As(err, &de) {

@@ -36,18 +36,18 @@ func cBusyPlan() planexec.Plan {
 	}}
 }
 
-func cBusyRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
+func eventsBusyRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
 	t.Helper()
 	ladder := cLadder(t,
 		planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()},
 		planexec.Grant{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelAskAlways},
 	)
-	run, _ := newExecutor(t, r, cUnder(ladder, edit))
+	run, _ := newExecutor(t, r, clearanceUnder(ladder, edit))
 	return run
 }
 
 func TestEveryEventCarriesItsTimeRunPlanAndRevision(t *testing.T) {
-	run := cBusyRun(t, &recorder{}, nil)
+	run := eventsBusyRun(t, &recorder{}, nil)
 	plan := cBusyPlan()
 	res, err := run.Execute(context.Background(), plan)
 	if err != nil {
@@ -144,7 +144,7 @@ func TestTheObserverSeesTheSameEventsLiveAndInTheSameOrder(t *testing.T) {
 				startedBeforeCall[id] = findEvent(observed, planexec.EventStepStarted, id) >= 0
 				return nil
 			}
-			run := cBusyRun(t, r, func(s *setup) {
+			run := eventsBusyRun(t, r, func(s *setup) {
 				s.Concurrency = tc.concurrency
 				s.Observer = func(e planexec.Event) {
 					mu.Lock()

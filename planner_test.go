@@ -34,9 +34,9 @@ const (
 		`{"id":"s1","tool":"refund","arguments":{"order":"A1","amount":10,"currency":"EUR"},"depends_on":[],"intent":""}]}`
 )
 
-// vPlanningRun is a run whose delegation covers searching and booking but
+// plannerRun is a run whose delegation covers searching and booking but
 // not refunding (the executor has a refund tool all the same).
-func vPlanningRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
+func plannerRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
 	t.Helper()
 	run, _ := newExecutor(t, r, func(s *setup) {
 		withScope("search_flights", "book_flight")(s)
@@ -47,8 +47,8 @@ func vPlanningRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
 	return run
 }
 
-// vContracts are the trip's tools' contracts, by tool name.
-func vContracts() map[string]*planexec.Contract {
+// plannerContracts are the trip's tools' contracts, by tool name.
+func plannerContracts() map[string]*planexec.Contract {
 	out := map[string]*planexec.Contract{}
 	for _, tool := range (&recorder{}).tools() {
 		out[tool.Name()] = tool.Contract()
@@ -142,7 +142,7 @@ func TestAPlannerWithoutAModelIsRefusedAtConstruction(t *testing.T) {
 
 func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
@@ -167,8 +167,8 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 		irreversible bool
 		schema       json.RawMessage
 	}{
-		"search_flights": {"Find flights.", false, vContracts()["search_flights"].Schema()},
-		"book_flight":    {"Book a flight.", true, vContracts()["book_flight"].Schema()},
+		"search_flights": {"Find flights.", false, plannerContracts()["search_flights"].Schema()},
+		"book_flight":    {"Book a flight.", true, plannerContracts()["book_flight"].Schema()},
 	}
 	if len(shown) != len(want) {
 		t.Fatalf("the model was shown %d tools, want %d: %+v", len(shown), len(want), shown)
@@ -186,7 +186,7 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 			t.Errorf("%s shown with schema %s, want its contract's %s", s.Name, s.Schema, w.schema)
 		}
 	}
-	// Nothing anywhere in the request mentions the tool outside the delegated scope.
+	// Nothing anywhere in the request mentions the tool outside the scope.
 	all := req.System + string(req.Output.Schema)
 	for _, m := range req.Messages {
 		all += m.Content
@@ -198,7 +198,7 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 
 func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
@@ -217,7 +217,7 @@ func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 	steps := vProp(t, s, "steps")
 	items, _ := steps["items"].(map[string]any)
 	branches, _ := items["anyOf"].([]any)
-	contracts := vContracts()
+	contracts := plannerContracts()
 	delete(contracts, "refund")
 	var names []string
 	for _, b := range branches {
@@ -256,7 +256,7 @@ func TestARefusedFirstAnswerIsReplannedIntoRevisionTwoOfTheSamePlan(t *testing.T
 		scripted.Reply{Content: vUnknownToolTrip, Usage: llm.Usage{InputTokens: 100, OutputTokens: 10}},
 		scripted.Reply{Content: vValidTrip, Usage: llm.Usage{InputTokens: 200, OutputTokens: 20}},
 	)
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -306,7 +306,7 @@ func TestARefusedFirstAnswerIsReplannedIntoRevisionTwoOfTheSamePlan(t *testing.T
 
 func TestTheReplanRequestCarriesTheRefusalAfterTheModelsOwnAnswer(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vBadSeatsTrip}, scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
@@ -337,7 +337,7 @@ func TestTheReplanRequestCarriesTheRefusalAfterTheModelsOwnAnswer(t *testing.T) 
 
 func TestPlanTellsAnyPlannerItsAttemptAndEarlierRefusals(t *testing.T) {
 	p := &vPlannerFunc{payloads: []string{vUnknownToolTrip, "not a plan", vValidTrip}}
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	plan, err := run.Plan(context.Background(), p, "get them to New York")
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -373,7 +373,7 @@ func TestMalformedOutputCountsAsAPlanningAttempt(t *testing.T) {
 		scripted.Reply{Content: "Sure! Here is your plan: book BA117."},
 		scripted.Reply{Content: vValidTrip},
 	)
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -387,7 +387,7 @@ func TestMalformedOutputCountsAsAPlanningAttempt(t *testing.T) {
 	}
 	// With no replans allowed, malformed output alone exhausts the allowance.
 	model = scripted.New(scripted.Reply{Content: `{"steps":[{"id":"s1"}]}`}, scripted.Reply{Content: vValidTrip})
-	run = vPlanningRun(t, &recorder{}, func(s *setup) { s.MaxReplans = planexec.NoReplans })
+	run = plannerRun(t, &recorder{}, func(s *setup) { s.MaxReplans = planexec.NoReplans })
 	_, err = run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if pv.Attempts != 1 || !errors.Is(err, planexec.ReasonMalformed) {
@@ -400,7 +400,7 @@ func TestMalformedOutputCountsAsAPlanningAttempt(t *testing.T) {
 
 func TestAnEmptyAnswerIsRefusedAsEmptyAndReplanned(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: ""}, scripted.Reply{Content: `{"goal":"x","steps":[]}`}, scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -427,7 +427,7 @@ func TestPlanningGivesUpPastMaxReplansAndWrapsTheLastRefusal(t *testing.T) {
 		scripted.Reply{Content: vValidTrip}, // never asked for
 	)
 	r := &recorder{}
-	run := vPlanningRun(t, r, nil)
+	run := plannerRun(t, r, nil)
 	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if len(plan.Steps) != 0 {
@@ -469,7 +469,7 @@ func TestPlanningGivesUpPastMaxReplansAndWrapsTheLastRefusal(t *testing.T) {
 
 func TestWithNoReplansThePlannerIsAskedOnce(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vOutsideAllowlistTrip}, scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, func(s *setup) { s.MaxReplans = planexec.NoReplans })
+	run := plannerRun(t, &recorder{}, func(s *setup) { s.MaxReplans = planexec.NoReplans })
 	_, err := run.Plan(context.Background(), vAgentPlanner(t, model), "money back")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if pv.Attempts != 1 {
@@ -488,7 +488,7 @@ func TestWithNoReplansThePlannerIsAskedOnce(t *testing.T) {
 
 func TestMaxReplansBoundsTheAttempts(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: "x"}, scripted.Reply{Content: "y"}, scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, func(s *setup) { s.MaxReplans = 1 })
+	run := plannerRun(t, &recorder{}, func(s *setup) { s.MaxReplans = 1 })
 	_, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if pv.Attempts != 2 || len(model.Requests()) != 2 {
@@ -499,7 +499,7 @@ func TestMaxReplansBoundsTheAttempts(t *testing.T) {
 func TestAModelErrorIsReturnedWrappedNotAsARefusal(t *testing.T) {
 	outage := errors.New("provider is down")
 	model := scripted.New(scripted.Reply{Err: outage})
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	_, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if !errors.Is(err, outage) {
 		t.Fatalf("err = %v, want it to wrap the model's error", err)
@@ -517,7 +517,7 @@ func TestAModelErrorIsReturnedWrappedNotAsARefusal(t *testing.T) {
 
 	// An outage after a refusal is returned the same way.
 	model = scripted.New(scripted.Reply{Content: vUnknownToolTrip}, scripted.Reply{Err: outage})
-	run = vPlanningRun(t, &recorder{}, nil)
+	run = plannerRun(t, &recorder{}, nil)
 	_, err = run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if !errors.Is(err, outage) || errors.As(err, &pv) {
 		t.Errorf("err = %v, want the outage, not a refusal", err)
@@ -526,7 +526,7 @@ func TestAModelErrorIsReturnedWrappedNotAsARefusal(t *testing.T) {
 
 func TestPlanningStopsWhenTheContextIsDone(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip})
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := run.Plan(ctx, vAgentPlanner(t, model), "get them to New York")
@@ -544,7 +544,7 @@ func TestUsageIsSummedAcrossPlanningAttempts(t *testing.T) {
 		scripted.Reply{Content: vBadSeatsTrip, Usage: llm.Usage{InputTokens: 150, OutputTokens: 15}},
 		scripted.Reply{Content: vValidTrip, Usage: llm.Usage{InputTokens: 200, OutputTokens: 20}},
 	)
-	run := vPlanningRun(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	if u := run.Usage(); u != (llm.Usage{}) {
 		t.Errorf("usage before planning = %+v", u)
 	}
@@ -560,7 +560,7 @@ func TestUsageIsSummedAcrossPlanningAttempts(t *testing.T) {
 func TestAPlannedPlanRunsUnderItsIDAndRevision(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vUnknownToolTrip}, scripted.Reply{Content: vValidTrip})
 	r := &recorder{}
-	run := vPlanningRun(t, r, nil)
+	run := plannerRun(t, r, nil)
 	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -625,7 +625,7 @@ func TestTheOutputSchemaResolvesEveryReferenceOfARecursiveTool(t *testing.T) {
 
 func TestTheModelIsNotShownToolsOutsideTheDelegatedScope(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip}, scripted.Reply{Content: vPlanJSON(vStepJSON("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))})
-	run := vPlanningRun(t, &recorder{}, func(s *setup) { s.Delegation.Scope = []string{"search_flights"} })
+	run := plannerRun(t, &recorder{}, func(s *setup) { s.Delegation.Scope = []string{"search_flights"} })
 	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
@@ -723,7 +723,7 @@ func TestARefusedLargePlanIsShownToTheModelAgainOnlyInPart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model := scripted.New(scripted.Reply{Content: tc.payload}, scripted.Reply{Content: tc.payload}, scripted.Reply{Content: vValidTrip})
-			run := vPlanningRun(t, &recorder{}, func(s *setup) { s.Limits = tc.limits })
+			run := plannerRun(t, &recorder{}, func(s *setup) { s.Limits = tc.limits })
 			if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
 				t.Fatalf("Plan: %v", err)
 			}
