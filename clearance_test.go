@@ -20,6 +20,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 )
 
 // cNothingStarted fails the test if any step started or any tool was called.
@@ -70,17 +71,26 @@ func cGBP100() *planexec.Ceiling {
 	return &planexec.Ceiling{Amount: decimal.RequireFromString("100"), Currency: "GBP"}
 }
 
+// clearanceNoClaims narrows st to a store that keeps plans and decisions
+// but no idempotency claims: a step executed again runs again.
+func clearanceNoClaims(st *memory.Store) planexec.PlanStore {
+	return struct {
+		planexec.PlanStore
+		planexec.ApprovalStore
+	}{st, st}
+}
+
 // ---- the approval gate ----
 
 func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
+	run, gate := newExecutor(t, r, nil)
 	plan := planexec.Plan{Goal: "get them to New York", Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		{ID: "s2", Tool: "book_flight", Arguments: json.RawMessage(`{ "seats": 1, "flight": "BA117" }`), DependsOn: []string{"s1"}, Intent: "hold the seat"},
 	}}
 
-	res, err := ex.Execute(context.Background(), plan)
+	res, err := run.Execute(context.Background(), plan)
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -93,8 +103,8 @@ func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
 	if req.StepID != "s2" || req.Tool != "book_flight" || !req.Irreversible {
 		t.Errorf("request is for step %q tool %q irreversible %v, want s2 book_flight true", req.StepID, req.Tool, req.Irreversible)
 	}
-	if req.RecordID == "" || req.ArgumentsDigest == "" {
-		t.Errorf("request is not bound to a record: RecordID %q ArgumentsDigest %q", req.RecordID, req.ArgumentsDigest)
+	if req.ID == "" || req.ArgumentsDigest == "" {
+		t.Errorf("request is not bound to a record: ID %q ArgumentsDigest %q", req.ID, req.ArgumentsDigest)
 	}
 	if got, want := string(req.Arguments), `{"flight":"BA117","seats":1}`; got != want {
 		t.Errorf("request shows arguments %s, want the canonical %s", got, want)
@@ -116,15 +126,15 @@ func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
 		t.Errorf("calls = %v", got)
 	}
 
-	es := ex.Events()
+	es := run.Events()
 	required := findEvent(es, planexec.EventApprovalRequired, "s2")
 	granted := findEvent(es, planexec.EventApprovalGranted, "s2")
 	started := findEvent(es, planexec.EventStepStarted, "")
 	if required < 0 || granted < 0 || started < 0 || required >= granted || granted >= started {
 		t.Errorf("want APPROVAL_REQUIRED, then APPROVAL_GRANTED, then the first STEP_STARTED: %v", kinds(es))
 	}
-	if granted >= 0 && (es[granted].RecordID != req.RecordID || es[granted].Approver != "dana" || es[granted].Replayed) {
-		t.Errorf("APPROVAL_GRANTED = %+v, want record %s by dana, not replayed", es[granted], req.RecordID)
+	if granted >= 0 && (es[granted].Request != req.ID || es[granted].Approver != "dana" || es[granted].Replayed) {
+		t.Errorf("APPROVAL_GRANTED = %+v, want record %s by dana, not replayed", es[granted], req.ID)
 	}
 }
 
@@ -132,8 +142,8 @@ func TestTheApprovalRecordBindsTheArgumentsNotTheirSpelling(t *testing.T) {
 	ask := func(args string) planexec.ApprovalRequest {
 		t.Helper()
 		r := &recorder{}
-		ex, gate := newExecutor(t, r, nil)
-		_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}})
+		run, gate := newExecutor(t, r, nil)
+		_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}})
 		if err != nil {
 			t.Fatalf("Execute(%s): %v", args, err)
 		}
@@ -146,22 +156,22 @@ func TestTheApprovalRecordBindsTheArgumentsNotTheirSpelling(t *testing.T) {
 	a := ask(`{"flight":"BA117","seats":1}`)
 	b := ask(`{ "seats" : 1, "flight" : "BA117" }`)
 	c := ask(`{"flight":"BA117","seats":2}`)
-	if a.RecordID != b.RecordID || a.ArgumentsDigest != b.ArgumentsDigest {
-		t.Errorf("the same arguments spelled differently give different records: %s/%s vs %s/%s", a.RecordID, a.ArgumentsDigest, b.RecordID, b.ArgumentsDigest)
+	if a.ID != b.ID || a.ArgumentsDigest != b.ArgumentsDigest {
+		t.Errorf("the same arguments spelled differently give different records: %s/%s vs %s/%s", a.ID, a.ArgumentsDigest, b.ID, b.ArgumentsDigest)
 	}
-	if a.RecordID == c.RecordID || a.ArgumentsDigest == c.ArgumentsDigest {
-		t.Errorf("one seat and two seats share a record (%s) or digest (%s)", a.RecordID, a.ArgumentsDigest)
+	if a.ID == c.ID || a.ArgumentsDigest == c.ArgumentsDigest {
+		t.Errorf("one seat and two seats share a record (%s) or digest (%s)", a.ID, a.ArgumentsDigest)
 	}
 }
 
 func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
-	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision {
+	run, gate := newExecutor(t, r, nil)
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision {
 		if req.StepID == "s3" {
 			return req.Deny("dana", "too dear")
 		}
-		return req.Grant("dana")
+		return req.Approve("dana")
 	}
 	plan := planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
@@ -169,7 +179,7 @@ func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 		step("s3", "book_flight", `{"flight":"VS3","seats":1}`, "s2"),
 	}}
 
-	res, err := ex.Execute(context.Background(), plan)
+	res, err := run.Execute(context.Background(), plan)
 
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) {
@@ -182,10 +192,10 @@ func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 		t.Errorf("result holds steps: %v", res.Steps)
 	}
 	asked := gate.Asked()
-	if len(asked) != 2 || asked[1].StepID != "s3" || denied.RecordID != asked[1].RecordID {
+	if len(asked) != 2 || asked[1].StepID != "s3" || denied.Request != asked[1].ID {
 		t.Errorf("asked %+v; the denial should name the record of s3", asked)
 	}
-	es := ex.Events()
+	es := run.Events()
 	cNothingStarted(t, r, es)
 	if findEvent(es, planexec.EventApprovalDenied, "s3") < 0 {
 		t.Errorf("no APPROVAL_DENIED for s3: %v", kinds(es))
@@ -195,13 +205,13 @@ func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 
 func TestAPendingDecisionSaysWhetherThePlanWasStored(t *testing.T) {
 	for _, stored := range []bool{true, false} {
-		ex, gate := newExecutor(t, &recorder{}, func(c *planexec.Config) {
+		run, gate := newExecutor(t, &recorder{}, func(s *setup) {
 			if stored {
-				c.Plans = &planexec.MemoryPlanStore{}
+				s.Store = memory.New()
 			}
 		})
-		gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
-		res, err := ex.Execute(context.Background(), tripPlan())
+		gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
+		res, err := run.Execute(context.Background(), tripPlan())
 		var pending *planexec.ApprovalPendingError
 		if !errors.As(err, &pending) {
 			t.Fatalf("err = %v, want *ApprovalPendingError", err)
@@ -221,43 +231,43 @@ func TestAPendingDecisionSaysWhetherThePlanWasStored(t *testing.T) {
 func TestADecisionNamingAnotherRecordClearsNothing(t *testing.T) {
 	// A decision taken for two seats, offered for a plan that books one.
 	other, otherGate := newExecutor(t, &recorder{}, nil)
-	otherGate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
+	otherGate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
 	_, err := other.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", `{"flight":"BA117","seats":2}`)}})
 	var pending *planexec.ApprovalPendingError
 	if !errors.As(err, &pending) || len(otherGate.Asked()) != 1 {
 		t.Fatalf("could not obtain the record for two seats: %v", err)
 	}
-	twoSeats := otherGate.Asked()[0].Grant("dana")
+	twoSeats := otherGate.Asked()[0].Approve("dana")
 
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
-	gate.answer = func(planexec.ApprovalRequest) planexec.ApprovalDecision { return twoSeats }
-	_, err = ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", `{"flight":"BA117","seats":1}`)}})
+	run, gate := newExecutor(t, r, nil)
+	gate.answer = func(planexec.ApprovalRequest) planexec.Decision { return twoSeats }
+	_, err = run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", `{"flight":"BA117","seats":1}`)}})
 
 	asked := gate.Asked()
-	if len(asked) != 1 || asked[0].RecordID == twoSeats.RecordID {
+	if len(asked) != 1 || asked[0].ID == twoSeats.RequestID {
 		t.Fatalf("asked %+v; the one-seat record must differ from the two-seat one", asked)
 	}
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) {
 		t.Fatalf("err = %v, want *ApprovalDeniedError", err)
 	}
-	if denied.Step != "s1" || denied.RecordID != asked[0].RecordID {
+	if denied.Step != "s1" || denied.Request != asked[0].ID {
 		t.Errorf("denial = %+v, want step s1 and the record asked about", denied)
 	}
-	es := ex.Events()
+	es := run.Events()
 	cNothingStarted(t, r, es)
 	if findEvent(es, planexec.EventApprovalGranted, "") >= 0 {
 		t.Errorf("a decision for another record was taken as a grant: %v", kinds(es))
 	}
 }
 
-func TestAReversibleToolTheAgentListsGoesToThePerson(t *testing.T) {
+func TestAReversibleToolThatRequiresApprovalGoesToThePerson(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) {
-		c.Agent.ApprovalRequired = []string{"refund"}
-	})
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	run, gate := newExecutor(t, r, withContracts(r, map[string][]planexec.ContractOption{
+		"refund": {planexec.KeyArguments("order"), planexec.RequireApproval()},
+	}))
+	_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		cRefund("s2", "o-1", "12.50", "GBP"),
 	}})
@@ -275,8 +285,8 @@ func TestAReversibleToolTheAgentListsGoesToThePerson(t *testing.T) {
 
 func TestAnUnlistedReversibleToolIsNotSentToThePerson(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	run, gate := newExecutor(t, r, nil)
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		cRefund("s2", "o-1", "12.50", "GBP"),
 	}})
@@ -292,7 +302,7 @@ func TestAnUnlistedReversibleToolIsNotSentToThePerson(t *testing.T) {
 	if res.Steps["s2"].ApprovedBy != "" {
 		t.Errorf("s2 claims approval by %q", res.Steps["s2"].ApprovedBy)
 	}
-	if n := count(ex.Events(), planexec.EventApprovalRequired); n != 0 {
+	if n := count(run.Events(), planexec.EventApprovalRequired); n != 0 {
 		t.Errorf("%d APPROVAL_REQUIRED events", n)
 	}
 }
@@ -300,9 +310,7 @@ func TestAnUnlistedReversibleToolIsNotSentToThePerson(t *testing.T) {
 // ---- recorded decisions ----
 
 func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
-	approvals := &planexec.MemoryApprovalStore{}
-	plans := &planexec.MemoryPlanStore{}
-	shared := func(c *planexec.Config) { c.Approvals, c.Plans = approvals, plans }
+	shared := withStore(memory.New())
 
 	down := errors.New("search is down")
 	r1 := &recorder{fail: func(tool string, _ any) error {
@@ -311,19 +319,19 @@ func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
 		}
 		return nil
 	}}
-	ex1, gate1 := newExecutor(t, r1, shared)
-	_, err := ex1.Execute(context.Background(), tripPlan())
+	run1, gate1 := newExecutor(t, r1, shared)
+	_, err := run1.Execute(context.Background(), tripPlan())
 	if !errors.Is(err, down) {
 		t.Fatalf("first run: err = %v, want the search failure", err)
 	}
 	if len(gate1.Asked()) != 1 {
 		t.Fatalf("first run asked %d times, want 1", len(gate1.Asked()))
 	}
-	record := gate1.Asked()[0].RecordID
+	record := gate1.Asked()[0].ID
 
 	r2 := &recorder{}
-	ex2, gate2 := newExecutor(t, r2, shared)
-	res, err := ex2.Resume(context.Background())
+	run2, gate2 := newExecutor(t, r2, shared)
+	res, err := run2.Resume(context.Background())
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
@@ -333,9 +341,9 @@ func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
 	if got := toolNames(r2.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
 		t.Errorf("resume calls = %v", got)
 	}
-	es := ex2.Events()
+	es := run2.Events()
 	i := findEvent(es, planexec.EventApprovalGranted, "s2")
-	if i < 0 || !es[i].Replayed || es[i].RecordID != record || es[i].Approver != "dana" {
+	if i < 0 || !es[i].Replayed || es[i].Request != record || es[i].Approver != "dana" {
 		t.Errorf("want a replayed APPROVAL_GRANTED for s2 by dana: %+v", es)
 	}
 	if findEvent(es, planexec.EventApprovalRequired, "") >= 0 {
@@ -347,11 +355,12 @@ func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
 }
 
 func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *testing.T) {
-	approvals := &planexec.MemoryApprovalStore{}
-	shared := func(c *planexec.Config) { c.Approvals, c.Plans = approvals, &planexec.MemoryPlanStore{} }
+	// The store keeps decisions but no claims, so the steps run again and
+	// only the decision carries over.
+	shared := withStore(clearanceNoClaims(memory.New()))
 
-	ex1, gate1 := newExecutor(t, &recorder{}, shared)
-	if _, err := ex1.Execute(context.Background(), tripPlan()); err != nil {
+	run1, gate1 := newExecutor(t, &recorder{}, shared)
+	if _, err := run1.Execute(context.Background(), tripPlan()); err != nil {
 		t.Fatalf("first run: %v", err)
 	}
 	first := gate1.Asked()
@@ -361,14 +370,14 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 
 	// The same plan for the same run: the recorded decision clears it.
 	r2 := &recorder{}
-	ex2, gate2 := newExecutor(t, r2, shared)
-	if _, err := ex2.Execute(context.Background(), tripPlan()); err != nil {
+	run2, gate2 := newExecutor(t, r2, shared)
+	if _, err := run2.Execute(context.Background(), tripPlan()); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	if asked := gate2.Asked(); len(asked) != 0 {
 		t.Errorf("the same record was asked for again: %+v", asked)
 	}
-	es := ex2.Events()
+	es := run2.Events()
 	if i := findEvent(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
 		t.Errorf("want a replayed APPROVAL_GRANTED: %v", kinds(es))
 	}
@@ -377,15 +386,15 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 	}
 
 	// Two seats instead of one: another record, so the person is asked.
-	ex3, gate3 := newExecutor(t, &recorder{}, shared)
+	run3, gate3 := newExecutor(t, &recorder{}, shared)
 	plan := tripPlan()
 	plan.Steps[1].Arguments = json.RawMessage(`{"flight":"BA117","seats":2}`)
-	if _, err := ex3.Execute(context.Background(), plan); err != nil {
+	if _, err := run3.Execute(context.Background(), plan); err != nil {
 		t.Fatalf("third run: %v", err)
 	}
 	asked := gate3.Asked()
-	if len(asked) != 1 || asked[0].RecordID == first[0].RecordID {
-		t.Errorf("two seats: asked %+v, want once under a new record (not %s)", asked, first[0].RecordID)
+	if len(asked) != 1 || asked[0].ID == first[0].ID {
+		t.Errorf("two seats: asked %+v, want once under a new record (not %s)", asked, first[0].ID)
 	}
 }
 
@@ -393,18 +402,18 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 
 func TestADecisionThatHadAlreadyExpiredClearsNothing(t *testing.T) {
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, nil)
-	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision {
-		d := req.Grant("dana")
+	run, gate := newExecutor(t, r, nil)
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision {
+		d := req.Approve("dana")
 		d.Expires = time.Now().Add(-time.Minute)
 		return d
 	}
-	_, err := ex.Execute(context.Background(), tripPlan())
+	_, err := run.Execute(context.Background(), tripPlan())
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) || denied.Step != "s2" {
 		t.Fatalf("err = %v, want *ApprovalDeniedError for s2", err)
 	}
-	es := ex.Events()
+	es := run.Events()
 	cNothingStarted(t, r, es)
 	if findEvent(es, planexec.EventApprovalDenied, "s2") < 0 {
 		t.Errorf("no APPROVAL_DENIED: %v", kinds(es))
@@ -419,14 +428,14 @@ func TestADecisionThatExpiresBeforeItsStepRunsStopsThatStep(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Now = clock.Now })
-	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision {
-		d := req.Grant("dana")
+	run, gate := newExecutor(t, r, func(s *setup) { s.Now = clock.Now })
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision {
+		d := req.Approve("dana")
 		d.Expires = clock.Now().Add(time.Minute)
 		return d
 	}
 
-	res, err := ex.Execute(context.Background(), tripPlan())
+	res, err := run.Execute(context.Background(), tripPlan())
 
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) {
@@ -441,12 +450,12 @@ func TestADecisionThatExpiresBeforeItsStepRunsStopsThatStep(t *testing.T) {
 	if res == nil || res.Complete {
 		t.Errorf("result = %+v, want an incomplete result", res)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
 	// The record says why s2 did not run, as it does for a revoked grant.
-	if i := findEvent(es, planexec.EventApprovalDenied, "s2"); i < 0 || es[i].RecordID != denied.RecordID {
+	if i := findEvent(es, planexec.EventApprovalDenied, "s2"); i < 0 || es[i].Request != denied.Request {
 		t.Errorf("no APPROVAL_DENIED for s2 on the record: %v", kinds(es))
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
@@ -464,14 +473,14 @@ func cPendingPlan() planexec.Plan {
 
 // cExecutePending runs cPendingPlan against a gate that always answers
 // pending, and checks that nothing ran and the plan awaits approval.
-func cExecutePending(t *testing.T) (*planexec.Executor, *approve, *recorder, *planexec.ApprovalPendingError) {
+func cExecutePending(t *testing.T) (*planexec.Run, *approve, *recorder, *planexec.ApprovalPendingError) {
 	t.Helper()
 	r := &recorder{}
-	plans := &planexec.MemoryPlanStore{}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Plans = plans })
-	gate.answer = func(req planexec.ApprovalRequest) planexec.ApprovalDecision { return req.Pending() }
+	plans := memory.New()
+	run, gate := newExecutor(t, r, withStore(plans))
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
 
-	_, err := ex.Execute(context.Background(), cPendingPlan())
+	_, err := run.Execute(context.Background(), cPendingPlan())
 
 	var pending *planexec.ApprovalPendingError
 	if !errors.As(err, &pending) {
@@ -484,7 +493,7 @@ func cExecutePending(t *testing.T) (*planexec.Executor, *approve, *recorder, *pl
 	if !slices.Equal(steps, []string{"s2", "s3"}) || pending.RunID != "run-1" || pending.Tenant != "acme" {
 		t.Errorf("pending = run %q tenant %q steps %v, want run-1 acme [s2 s3]", pending.RunID, pending.Tenant, steps)
 	}
-	es := ex.Events()
+	es := run.Events()
 	cNothingStarted(t, r, es)
 	if n := count(es, planexec.EventApprovalPending); n != 2 {
 		t.Errorf("%d APPROVAL_PENDING events, want 2: %v", n, kinds(es))
@@ -496,19 +505,19 @@ func cExecutePending(t *testing.T) (*planexec.Executor, *approve, *recorder, *pl
 	if rec.Status != planexec.PlanAwaitingApproval || len(rec.Plan.Steps) != 3 || len(rec.Steps) != 0 {
 		t.Errorf("stored plan: status %q, %d steps, %d results; want awaiting_approval, 3, 0", rec.Status, len(rec.Plan.Steps), len(rec.Steps))
 	}
-	return ex, gate, r, pending
+	return run, gate, r, pending
 }
 
 func TestAPendingDecisionStoresThePlanAndResumeRunsItOnceGranted(t *testing.T) {
-	ex, gate, r, pending := cExecutePending(t)
+	run, gate, r, pending := cExecutePending(t)
 	ctx := context.Background()
 	for _, req := range pending.Requests {
-		if err := ex.Decide(ctx, req.Grant("dana")); err != nil {
+		if err := run.Decide(ctx, req.Approve("dana")); err != nil {
 			t.Fatalf("Decide: %v", err)
 		}
 	}
 
-	res, err := ex.Resume(ctx)
+	res, err := run.Resume(ctx)
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
@@ -528,7 +537,7 @@ func TestAPendingDecisionStoresThePlanAndResumeRunsItOnceGranted(t *testing.T) {
 	if !slices.Equal(calls, []string{"book_flight", "book_flight", "search_flights"}) {
 		t.Errorf("calls = %v", calls)
 	}
-	es := ex.Events()
+	es := run.Events()
 	resumed := findEvent(es, planexec.EventPlanResumed, "")
 	if resumed < 0 {
 		t.Fatalf("no PLAN_RESUMED: %v", kinds(es))
@@ -543,16 +552,16 @@ func TestAPendingDecisionStoresThePlanAndResumeRunsItOnceGranted(t *testing.T) {
 }
 
 func TestAPendingDecisionThenDeniedRunsNothingOnResume(t *testing.T) {
-	ex, gate, r, pending := cExecutePending(t)
+	run, gate, r, pending := cExecutePending(t)
 	ctx := context.Background()
-	if err := ex.Decide(ctx, pending.Requests[0].Grant("dana")); err != nil {
+	if err := run.Decide(ctx, pending.Requests[0].Approve("dana")); err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
-	if err := ex.Decide(ctx, pending.Requests[1].Deny("dana", "not that flight")); err != nil {
+	if err := run.Decide(ctx, pending.Requests[1].Deny("dana", "not that flight")); err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
 
-	_, err := ex.Resume(ctx)
+	_, err := run.Resume(ctx)
 
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) {
@@ -564,29 +573,36 @@ func TestAPendingDecisionThenDeniedRunsNothingOnResume(t *testing.T) {
 	if asked := gate.Asked(); len(asked) != 2 {
 		t.Errorf("the gate was asked %d times in all, want 2", len(asked))
 	}
-	cNothingStarted(t, r, ex.Events())
+	cNothingStarted(t, r, run.Events())
 }
 
 // ---- no gate ----
 
 func TestAStepThatNeedsAPersonWithNoGateIsAConfigurationError(t *testing.T) {
-	r := &recorder{}
-	ladder := cLadder(t, planexec.Grant{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelAskAlways})
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
-		c.Ladder = ladder
-		c.Gate = nil
-	})
+	for name, grants := range map[string][]planexec.Grant{
+		"an ask_always grant": {{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelAskAlways}},
+		"no live grant":       nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &recorder{}
+			ladder := cLadder(t, grants...)
+			run, _ := newExecutor(t, r, func(s *setup) {
+				s.Ladder = ladder
+				s.Gate = nil
+			})
 
-	_, err := ex.Execute(context.Background(), tripPlan())
+			_, err := run.Execute(context.Background(), tripPlan())
 
-	var conf *planexec.ConfigurationError
-	if !errors.As(err, &conf) {
-		t.Fatalf("err = %v, want *ConfigurationError", err)
+			var conf *planexec.ConfigurationError
+			if !errors.As(err, &conf) {
+				t.Fatalf("err = %v, want *ConfigurationError", err)
+			}
+			if conf.Tool != "book_flight" {
+				t.Errorf("configuration error names tool %q, want book_flight", conf.Tool)
+			}
+			cNothingStarted(t, r, run.Events())
+		})
 	}
-	if conf.Tool != "book_flight" {
-		t.Errorf("configuration error names tool %q, want book_flight", conf.Tool)
-	}
-	cNothingStarted(t, r, ex.Events())
 }
 
 // ---- the autonomy ladder ----
@@ -594,9 +610,9 @@ func TestAStepThatNeedsAPersonWithNoGateIsAConfigurationError(t *testing.T) {
 func TestAGrantWithinItsCeilingActsWithoutAskingAnyone(t *testing.T) {
 	r := &recorder{}
 	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()})
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+	run, gate := newExecutor(t, r, func(s *setup) { s.Ladder = ladder })
 
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "40", "GBP")}})
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "40", "GBP")}})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -609,7 +625,7 @@ func TestAGrantWithinItsCeilingActsWithoutAskingAnyone(t *testing.T) {
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"refund"}) {
 		t.Errorf("calls = %v", got)
 	}
-	es := ex.Events()
+	es := run.Events()
 	i := findEvent(es, planexec.EventAutonomyCleared, "s1")
 	if i < 0 || es[i].Grant != "g-refunds" || es[i].Level != planexec.LevelActWithinLimits {
 		t.Errorf("want AUTONOMY_CLEARED for s1 under g-refunds at act_within_limits: %+v", es)
@@ -622,18 +638,18 @@ func TestAGrantWithinItsCeilingActsWithoutAskingAnyone(t *testing.T) {
 func TestAnIrreversibleToolTheLadderClassifiesActsUnderAGrantWithNoGate(t *testing.T) {
 	r := &recorder{}
 	ladder := cLadder(t, planexec.Grant{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelActAndReport})
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
-		c.Ladder = ladder
-		c.Gate = nil
+	run, _ := newExecutor(t, r, func(s *setup) {
+		s.Ladder = ladder
+		s.Gate = nil
 	})
-	res, err := ex.Execute(context.Background(), tripPlan())
+	res, err := run.Execute(context.Background(), tripPlan())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
 	if res.Steps["s2"].Grant != "g-book" || res.Steps["s2"].ApprovedBy != "" {
 		t.Errorf("s2 = %+v, want it run under g-book with no approver", res.Steps["s2"])
 	}
-	es := ex.Events()
+	es := run.Events()
 	if i := findEvent(es, planexec.EventAutonomyCleared, "s2"); i < 0 || es[i].Level != planexec.LevelActAndReport {
 		t.Errorf("want AUTONOMY_CLEARED at act_and_report for s2: %v", kinds(es))
 	}
@@ -645,9 +661,9 @@ func TestAnIrreversibleToolTheLadderClassifiesActsUnderAGrantWithNoGate(t *testi
 func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
 	r := &recorder{}
 	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelAskAlways})
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+	run, gate := newExecutor(t, r, func(s *setup) { s.Ladder = ladder })
 
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -658,7 +674,7 @@ func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
 	if res.Steps["s1"].ApprovedBy != "dana" || res.Steps["s1"].Grant != "" {
 		t.Errorf("s1 = %+v, want cleared by dana, not under a grant", res.Steps["s1"])
 	}
-	es := ex.Events()
+	es := run.Events()
 	esc := findEvent(es, planexec.EventAutonomyEscalated, "s1")
 	req := findEvent(es, planexec.EventApprovalRequired, "s1")
 	if esc < 0 || req < 0 || esc > req {
@@ -672,19 +688,37 @@ func TestAnAskAlwaysGrantEscalatesToThePerson(t *testing.T) {
 	}
 }
 
-// cRefused runs a search and then a refund under ladder, for tenant and
-// user, and checks that the ladder refused the refund before anything ran.
-func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user string) {
-	t.Helper()
-	r := &recorder{}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) {
-		c.Ladder = ladder
-		c.Delegation.Tenant, c.Delegation.User = tenant, user
-	})
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+// clearanceAs runs the run as tenant and user.
+func clearanceAs(tenant, user string) func(*setup) {
+	return func(s *setup) { s.Delegation.Tenant, s.Delegation.User = tenant, user }
+}
+
+// clearanceSearchThenRefund is a search, then a refund of 5 GBP after it.
+func clearanceSearchThenRefund() planexec.Plan {
+	return planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		cRefund("s2", "o-1", "5", "GBP", "s1"),
-	}})
+	}}
+}
+
+// clearanceUnder sets the ladder, then applies edit if there is one.
+func clearanceUnder(ladder *planexec.AutonomyLadder, edit func(*setup)) func(*setup) {
+	return func(s *setup) {
+		s.Ladder = ladder
+		if edit != nil {
+			edit(s)
+		}
+	}
+}
+
+// cRefused runs clearanceSearchThenRefund under ladder and checks that the
+// ladder refused the refund before anything ran, asking no one.
+func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, edit func(*setup)) {
+	t.Helper()
+	r := &recorder{}
+	run, gate := newExecutor(t, r, clearanceUnder(ladder, edit))
+	tenant := run.Delegation().Tenant
+	_, err := run.Execute(context.Background(), clearanceSearchThenRefund())
 	var refused *planexec.AutonomyRefusedError
 	if !errors.As(err, &refused) {
 		t.Fatalf("err = %v, want *AutonomyRefusedError", err)
@@ -695,80 +729,137 @@ func cRefused(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user string
 	if asked := gate.Asked(); len(asked) != 0 {
 		t.Errorf("a refused step went to the gate: %+v", asked)
 	}
-	es := ex.Events()
+	es := run.Events()
 	cNothingStarted(t, r, es)
 	if findEvent(es, planexec.EventAutonomyRefused, "s2") < 0 {
 		t.Errorf("no AUTONOMY_REFUSED for s2: %v", kinds(es))
 	}
+	if findEvent(es, planexec.EventApprovalRequired, "") >= 0 {
+		t.Errorf("a person was asked about a refused step: %v", kinds(es))
+	}
 	cLastKind(t, es, planexec.EventPlanFailed)
 }
 
-// cActs runs one refund under ladder for tenant and user, and checks that it
-// acted under grant.
-func cActs(t *testing.T, ladder *planexec.AutonomyLadder, tenant, user, grant string) {
+// clearanceAskedForLackOfGrant runs clearanceSearchThenRefund under ladder
+// and checks that, finding no live grant, the ladder sent the refund to a
+// person: escalated, then asked, then run once the person approved, under no
+// grant.
+func clearanceAskedForLackOfGrant(t *testing.T, ladder *planexec.AutonomyLadder, edit func(*setup)) {
 	t.Helper()
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) {
-		c.Ladder = ladder
-		c.Delegation.Tenant, c.Delegation.User = tenant, user
-	})
-	res, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
+	run, gate := newExecutor(t, r, clearanceUnder(ladder, edit))
+	res, err := run.Execute(context.Background(), clearanceSearchThenRefund())
 	if err != nil {
-		t.Fatalf("Execute for %s/%s: %v", tenant, user, err)
+		t.Fatalf("Execute: %v", err)
+	}
+	asked := gate.Asked()
+	if len(asked) != 1 || asked[0].StepID != "s2" || asked[0].Class != "refunds" || !strings.Contains(asked[0].Why, "no live grant") {
+		t.Fatalf("asked %+v, want once for s2 of class refunds, saying there is no live grant", asked)
+	}
+	es := run.Events()
+	esc := findEvent(es, planexec.EventAutonomyEscalated, "s2")
+	req := findEvent(es, planexec.EventApprovalRequired, "s2")
+	started := findEvent(es, planexec.EventStepStarted, "s1")
+	if esc < 0 || req < 0 || esc > req || req > started {
+		t.Errorf("want AUTONOMY_ESCALATED, then APPROVAL_REQUIRED for s2, before any step started: %v", kinds(es))
+	}
+	if esc >= 0 && es[esc].Grant != "" {
+		t.Errorf("AUTONOMY_ESCALATED names grant %q; no grant was live", es[esc].Grant)
+	}
+	if findEvent(es, planexec.EventAutonomyCleared, "") >= 0 || findEvent(es, planexec.EventAutonomyRefused, "") >= 0 {
+		t.Errorf("the ladder acted or refused without a live grant: %v", kinds(es))
+	}
+	if s2 := res.Steps["s2"]; s2.ApprovedBy != "dana" || s2.Grant != "" {
+		t.Errorf("s2 = %+v, want cleared by dana, under no grant", s2)
+	}
+	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "refund"}) {
+		t.Errorf("calls = %v, want the search and the approved refund", got)
+	}
+}
+
+// cActs runs one refund under ladder and checks that it acted under grant.
+func cActs(t *testing.T, ladder *planexec.AutonomyLadder, grant string, edit func(*setup)) {
+	t.Helper()
+	r := &recorder{}
+	run, gate := newExecutor(t, r, clearanceUnder(ladder, edit))
+	d := run.Delegation()
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "5", "GBP")}})
+	if err != nil {
+		t.Fatalf("Execute for %s/%s: %v", d.Tenant, d.User, err)
 	}
 	if res.Steps["s1"].Grant != grant || len(gate.Asked()) != 0 || len(r.Calls()) != 1 {
-		t.Errorf("for %s/%s: s1 grant %q, asked %d, called %d; want acted under %s", tenant, user, res.Steps["s1"].Grant, len(gate.Asked()), len(r.Calls()), grant)
+		t.Errorf("for %s/%s: s1 grant %q, asked %d, called %d; want acted under %s", d.Tenant, d.User, res.Steps["s1"].Grant, len(gate.Asked()), len(r.Calls()), grant)
 	}
 }
 
-func TestWithNoGrantForTheTenantTheLadderRefusesAndNothingRuns(t *testing.T) {
-	ladder := cLadder(t, planexec.Grant{ID: "g-globex", Tenant: "globex", Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cRefused(t, ladder, "acme", "dana")
+func TestAClassifiedToolWithNoLiveGrantGoesToAPerson(t *testing.T) {
+	clock := planexec.NewFakeClock()
+	for _, tc := range []struct {
+		name         string
+		grants       []planexec.Grant
+		tenant, user string
+	}{
+		{"no grant given", nil, "acme", "dana"},
+		{"a grant for another tenant", []planexec.Grant{{ID: "g-globex", Tenant: "globex", Class: "refunds", Level: planexec.LevelActWithinLimits}}, "acme", "dana"},
+		{"an expired grant", []planexec.Grant{{ID: "g-old", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Expires: clock.Now().Add(-time.Hour)}}, "acme", "dana"},
+		{"a grant that expires this instant", []planexec.Grant{{ID: "g-now", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Expires: clock.Now()}}, "acme", "dana"},
+		{"a grant for another user", []planexec.Grant{{ID: "g-bob", Tenant: "acme", User: "bob", Class: "refunds", Level: planexec.LevelActWithinLimits}}, "acme", "dana"},
+		{"a grant for another class", []planexec.Grant{{ID: "g-book", Tenant: "acme", Class: "bookings", Level: planexec.LevelActWithinLimits}}, "acme", "dana"},
+		{"a parent tenant's grant without SubTenants", []planexec.Grant{{ID: "g-acme", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits}}, "acme/eu", "dana"},
+		// "acme" must not cover "acmecorp", with or without SubTenants.
+		{"a grant for a tenant whose name is a prefix", []planexec.Grant{{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits}}, "acmecorp", "dana"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clearanceAskedForLackOfGrant(t, cLadder(t, tc.grants...), edits(clearanceAs(tc.tenant, tc.user), func(s *setup) { s.Now = clock.Now }))
+		})
+	}
 }
 
-func TestAnExpiredGrantRefuses(t *testing.T) {
-	ladder := cLadder(t, planexec.Grant{ID: "g-old", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits,
-		Expires: time.Now().Add(-time.Hour)})
-	cRefused(t, ladder, "acme", "dana")
+func TestANeverGrantRefusesTheStepAndAsksNoOne(t *testing.T) {
+	ladder := cLadder(t, planexec.Grant{ID: "g-never", Tenant: "acme", Class: "refunds", Level: planexec.LevelNever})
+	t.Run("with a gate", func(t *testing.T) { cRefused(t, ladder, nil) })
+	// Refusing needs no person, so no gate is needed either.
+	t.Run("with no gate", func(t *testing.T) { cRefused(t, ladder, func(s *setup) { s.Gate = nil }) })
 }
 
-func TestAGrantExpiresByTheLaddersOwnClock(t *testing.T) {
+func TestANeverGrantForOneUserOutranksTheTenantsGrant(t *testing.T) {
+	ladder := cLadder(t,
+		planexec.Grant{ID: "g-acme", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits},
+		planexec.Grant{ID: "g-not-dana", Tenant: "acme", User: "dana", Class: "refunds", Level: planexec.LevelNever},
+	)
+	cRefused(t, ladder, clearanceAs("acme", "dana"))
+	cActs(t, ladder, "g-acme", clearanceAs("acme", "bob"))
+}
+
+func TestAGrantExpiresByTheExecutorsClock(t *testing.T) {
 	clock := planexec.NewFakeClock()
 	ladder := cLadder(t, planexec.Grant{ID: "g-day", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits,
 		Expires: clock.Now().Add(24 * time.Hour)})
-	ladder.SetClock(clock.Now)
-	cActs(t, ladder, "acme", "dana", "g-day")
+	onClock := func(s *setup) { s.Now = clock.Now }
+	cActs(t, ladder, "g-day", onClock)
 	clock.Advance(25 * time.Hour)
-	cRefused(t, ladder, "acme", "dana")
+	clearanceAskedForLackOfGrant(t, ladder, onClock)
 }
 
-func TestAGrantForAnotherUserDoesNotApply(t *testing.T) {
+func TestAGrantForOneUserActsForThatUserOnly(t *testing.T) {
 	ladder := cLadder(t, planexec.Grant{ID: "g-bob", Tenant: "acme", User: "bob", Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cRefused(t, ladder, "acme", "dana")
-	cActs(t, ladder, "acme", "bob", "g-bob")
+	clearanceAskedForLackOfGrant(t, ladder, clearanceAs("acme", "dana"))
+	cActs(t, ladder, "g-bob", clearanceAs("acme", "bob"))
 }
 
 func TestAGrantWithSubTenantsCoversTheTenantsBelowIt(t *testing.T) {
 	ladder := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cActs(t, ladder, "acme/eu", "dana", "g-acme")
-	cActs(t, ladder, "acme", "dana", "g-acme")
-}
-
-func TestAGrantWithoutSubTenantsCoversOnlyItsOwnTenant(t *testing.T) {
-	ladder := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cRefused(t, ladder, "acme/eu", "dana")
-	// "acme" must not cover "acmecorp" either, with or without SubTenants.
-	sub := cLadder(t, planexec.Grant{ID: "g-acme", Tenant: "acme", SubTenants: true, Class: "refunds", Level: planexec.LevelActWithinLimits})
-	cRefused(t, sub, "acmecorp", "dana")
+	cActs(t, ladder, "g-acme", clearanceAs("acme/eu", "dana"))
+	cActs(t, ladder, "g-acme", clearanceAs("acme", "dana"))
 }
 
 // cEscalates runs the refund steps under ladder and checks that the gate was
 // asked exactly about the steps in escalated, each after AUTONOMY_ESCALATED.
-func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.Step, escalated ...string) *planexec.Executor {
+func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.Step, escalated ...string) *planexec.Run {
 	t.Helper()
 	r := &recorder{}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
-	if _, err := ex.Execute(context.Background(), planexec.Plan{Steps: steps}); err != nil {
+	run, gate := newExecutor(t, r, func(s *setup) { s.Ladder = ladder })
+	if _, err := run.Execute(context.Background(), planexec.Plan{Steps: steps}); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
 	var asked []string
@@ -778,7 +869,7 @@ func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.
 	if !slices.Equal(asked, escalated) {
 		t.Errorf("the gate was asked about %v, want %v", asked, escalated)
 	}
-	es := ex.Events()
+	es := run.Events()
 	for _, id := range escalated {
 		if findEvent(es, planexec.EventAutonomyEscalated, id) < 0 {
 			t.Errorf("no AUTONOMY_ESCALATED for %s: %v", id, kinds(es))
@@ -787,7 +878,7 @@ func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.
 	if len(r.Calls()) != len(steps) {
 		t.Errorf("calls = %v, want every step run once cleared", toolNames(r.Calls()))
 	}
-	return ex
+	return run
 }
 
 func TestARefundInAnotherCurrencyEscalates(t *testing.T) {
@@ -802,12 +893,12 @@ func TestANegativeAmountEscalates(t *testing.T) {
 
 func TestCeilingsAddUpAcrossTheStepsOfOnePlan(t *testing.T) {
 	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: cGBP100()})
-	ex := cEscalates(t, ladder, []planexec.Step{
+	run := cEscalates(t, ladder, []planexec.Step{
 		cRefund("s1", "o-1", "40", "GBP"),
 		cRefund("s2", "o-2", "40", "GBP", "s1"),
 		cRefund("s3", "o-3", "40", "GBP", "s2"),
 	}, "s3")
-	es := ex.Events()
+	es := run.Events()
 	for _, id := range []string{"s1", "s2"} {
 		if findEvent(es, planexec.EventAutonomyCleared, id) < 0 {
 			t.Errorf("%s did not act: %v", id, kinds(es))
@@ -823,7 +914,7 @@ func TestSpendingWithinTheWindowCountsAgainstTheNextPlan(t *testing.T) {
 	ceiling.Window = 24 * time.Hour
 	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: ceiling})
 
-	first, gate := newExecutor(t, &recorder{}, func(c *planexec.Config) { c.Ladder = ladder; c.Delegation.RunID = "run-a" })
+	first, gate := newExecutor(t, &recorder{}, func(s *setup) { s.Ladder = ladder; s.Delegation.RunID = "run-a" })
 	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "70", "GBP")}}); err != nil {
 		t.Fatalf("first plan: %v", err)
 	}
@@ -847,9 +938,9 @@ func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, gate := newExecutor(t, r, func(c *planexec.Config) { c.Ladder = ladder })
+	run, gate := newExecutor(t, r, func(s *setup) { s.Ladder = ladder })
 
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+	_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
 		step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`),
 		cRefund("s2", "o-1", "5", "GBP", "s1"),
 	}})
@@ -874,7 +965,7 @@ func TestARevokedGrantStopsAStepThatWasAlreadyCleared(t *testing.T) {
 	if len(gate.Asked()) != 0 {
 		t.Errorf("asked %+v", gate.Asked())
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventAutonomyCleared, "s2") < 0 || findEvent(es, planexec.EventAutonomyRefused, "s2") < 0 {
 		t.Errorf("want s2 acted at clearance and refused at dispatch: %v", kinds(es))
 	}
@@ -904,8 +995,8 @@ func TestAGrantForAnUnknownClassOrLevelIsRefused(t *testing.T) {
 			t.Errorf("%s: Grant accepted %+v", name, g)
 		}
 	}
-	// Neither grant took effect: a refund is still refused.
-	cRefused(t, ladder, "acme", "dana")
+	// Neither grant took effect: a refund still goes to a person.
+	clearanceAskedForLackOfGrant(t, ladder, nil)
 }
 
 // ---- the delegation ----
@@ -923,20 +1014,29 @@ func TestAChildDelegationMayOnlyNarrow(t *testing.T) {
 		!slices.Equal(child.Scope, []string{"book_flight"}) || !child.Expires.Equal(end.Add(-time.Hour)) {
 		t.Errorf("child = %+v", child)
 	}
-	if _, err := parent.Delegate("booker", []string{"book_flight", "refund"}, end); err == nil {
-		t.Error("a child with a tool outside the parent's scope was accepted")
-	}
-	if _, err := parent.Delegate("booker", nil, end); err == nil {
-		t.Error("an unscoped child of a scoped parent was accepted")
-	}
-	if _, err := parent.Delegate("booker", []string{"book_flight"}, end.Add(time.Minute)); err == nil {
-		t.Error("a child outliving its parent was accepted")
-	}
-	if _, err := parent.Delegate("booker", []string{"book_flight"}, time.Time{}); err == nil {
-		t.Error("a child that never expires was accepted under a parent that does")
-	}
-	if _, err := child.Delegate("clerk", []string{"search_flights"}, end.Add(-2*time.Hour)); err == nil {
-		t.Error("a grandchild regained a tool its parent had given up")
+	for _, tc := range []struct {
+		name    string
+		from    planexec.Delegation
+		scope   []string
+		expires time.Time
+		tool    string // the tool the refusal names, if one
+	}{
+		{"a tool outside the parent's scope", parent, []string{"book_flight", "refund"}, end, "refund"},
+		{"no scope under a scoped parent", parent, nil, end, ""},
+		{"outliving the parent", parent, []string{"book_flight"}, end.Add(time.Minute), ""},
+		{"never expiring under a parent that does", parent, []string{"book_flight"}, time.Time{}, ""},
+		{"a tool the parent had given up", child, []string{"search_flights"}, end.Add(-2 * time.Hour), "search_flights"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.from.Delegate("clerk", tc.scope, tc.expires)
+			var de *planexec.DelegationError
+			if !errors.As(err, &de) {
+				t.Fatalf("Delegate = %+v, %v; want a *DelegationError", got, err)
+			}
+			if de.RunID != tc.from.RunID || de.Tool != tc.tool || de.Why == "" {
+				t.Errorf("refusal = %+v, want run %s, tool %q and a reason", de, tc.from.RunID, tc.tool)
+			}
+		})
 	}
 }
 
@@ -948,12 +1048,12 @@ func TestADelegationThatExpiresBetweenStepsStopsTheNextStep(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
-		c.Now = clock.Now
-		c.Delegation.Expires = clock.Now().Add(time.Minute)
+	run, _ := newExecutor(t, r, func(s *setup) {
+		s.Now = clock.Now
+		s.Delegation.Expires = clock.Now().Add(time.Minute)
 	})
 
-	_, err := ex.Execute(context.Background(), tripPlan())
+	_, err := run.Execute(context.Background(), tripPlan())
 
 	var de *planexec.DelegationError
 	if !errors.As(err, &de) {
@@ -965,12 +1065,87 @@ func TestADelegationThatExpiresBetweenStepsStopsTheNextStep(t *testing.T) {
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
 		t.Errorf("calls = %v, want the search only", got)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}
 	if i := findEvent(es, planexec.EventStepFailed, "s2"); i < 0 || es[i].Detail == "" {
 		t.Errorf("the record does not say why s2 did not run: %v", kinds(es))
+	}
+	cLastKind(t, es, planexec.EventPlanFailed)
+}
+
+func TestAnExpiredDelegationIsRefusedBeforeAnyPersonIsAsked(t *testing.T) {
+	for name, expires := range map[string]time.Duration{
+		"expired an hour ago":      -time.Hour,
+		"expiring at this instant": 0,
+	} {
+		t.Run(name, func(t *testing.T) {
+			clock := planexec.NewFakeClock()
+			r := &recorder{}
+			// The booking would go to a person and the refund to the ladder,
+			// which has no grant for it: either would ask someone.
+			run, gate := newExecutor(t, r, func(s *setup) {
+				s.Now = clock.Now
+				s.Ladder = cLadder(t)
+				s.Delegation.Expires = clock.Now().Add(expires)
+			})
+			plan := tripPlan()
+			plan.Steps = append(plan.Steps, cRefund("s3", "o-1", "5", "GBP"))
+
+			res, err := run.Execute(context.Background(), plan)
+
+			clearanceExpiredBeforeAsking(t, r, gate, run, res, err)
+		})
+	}
+}
+
+func TestAnExpiredDelegationResumesNothingAndAsksNoOne(t *testing.T) {
+	clock := planexec.NewFakeClock()
+	end := clock.Now().Add(time.Hour)
+	shared := edits(withStore(memory.New(memory.WithClock(clock.Now))), func(s *setup) {
+		s.Now = clock.Now
+		s.Delegation.Expires = end
+	})
+	first, firstGate := newExecutor(t, &recorder{}, shared)
+	firstGate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
+	var pending *planexec.ApprovalPendingError
+	if _, err := first.Execute(context.Background(), tripPlan()); !errors.As(err, &pending) {
+		t.Fatalf("first Execute: err = %v, want *ApprovalPendingError", err)
+	}
+	clock.Advance(2 * time.Hour)
+
+	r := &recorder{}
+	second, gate := newExecutor(t, r, shared)
+	res, err := second.Resume(context.Background())
+
+	clearanceExpiredBeforeAsking(t, r, gate, second, res, err)
+}
+
+// clearanceExpiredBeforeAsking checks that a run under an expired
+// delegation was refused as a whole before clearance: no person asked, no
+// ladder consulted, nothing run.
+func clearanceExpiredBeforeAsking(t *testing.T, r *recorder, gate *approve, run *planexec.Run, res *planexec.Result, err error) {
+	t.Helper()
+	var de *planexec.DelegationError
+	if !errors.As(err, &de) {
+		t.Fatalf("err = %v, want *DelegationError", err)
+	}
+	if de.RunID != "run-1" || de.Step != "" {
+		t.Errorf("delegation error = %+v, want run-1 and no step: the run is refused as a whole", de)
+	}
+	if res != nil {
+		t.Errorf("an expired delegation returned a result: %+v", res)
+	}
+	if asked := gate.Asked(); len(asked) != 0 {
+		t.Errorf("the gate was asked under an expired delegation: %+v", asked)
+	}
+	es := run.Events()
+	cNothingStarted(t, r, es)
+	for _, k := range []planexec.EventKind{planexec.EventApprovalRequired, planexec.EventAutonomyEscalated, planexec.EventAutonomyCleared, planexec.EventAutonomyRefused} {
+		if findEvent(es, k, "") >= 0 {
+			t.Errorf("%s under an expired delegation: %v", k, kinds(es))
+		}
 	}
 	cLastKind(t, es, planexec.EventPlanFailed)
 }
@@ -986,8 +1161,8 @@ func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
-		c.Authorizer = planexec.AuthorizerFunc(func(_ context.Context, d planexec.Delegation, s planexec.Step) error {
+	run, _ := newExecutor(t, r, func(s *setup) {
+		s.Authorizer = planexec.AuthorizerFunc(func(_ context.Context, d planexec.Delegation, s planexec.Step) error {
 			mu.Lock()
 			authorized = append(authorized, d.RunID+"/"+s.ID)
 			mu.Unlock()
@@ -998,7 +1173,7 @@ func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
 		})
 	})
 
-	_, err := ex.Execute(context.Background(), tripPlan())
+	_, err := run.Execute(context.Background(), tripPlan())
 
 	var de *planexec.DelegationError
 	if !errors.As(err, &de) || de.Step != "s2" {
@@ -1010,7 +1185,7 @@ func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights"}) {
 		t.Errorf("calls = %v, want the search only", got)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if findEvent(es, planexec.EventStepStarted, "s2") >= 0 {
 		t.Errorf("s2 started: %v", kinds(es))
 	}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
@@ -32,17 +34,26 @@ const (
 		`{"id":"s1","tool":"refund","arguments":{"order":"A1","amount":10,"currency":"EUR"},"depends_on":[],"intent":""}]}`
 )
 
-// vPlanningExecutor is an executor whose agent may search and book but not
-// refund (refund is registered all the same).
-func vPlanningExecutor(t *testing.T, r *recorder, edit func(*planexec.Config)) *planexec.Executor {
+// plannerRun is a run whose delegation covers searching and booking but
+// not refunding (the executor has a refund tool all the same).
+func plannerRun(t *testing.T, r *recorder, edit func(*setup)) *planexec.Run {
 	t.Helper()
-	ex, _ := newExecutor(t, r, func(c *planexec.Config) {
-		c.Agent.Tools = []string{"search_flights", "book_flight"}
+	run, _ := newExecutor(t, r, func(s *setup) {
+		withScope("search_flights", "book_flight")(s)
 		if edit != nil {
-			edit(c)
+			edit(s)
 		}
 	})
-	return ex
+	return run
+}
+
+// plannerContracts are the trip's tools' contracts, by tool name.
+func plannerContracts() map[string]*planexec.Contract {
+	out := map[string]*planexec.Contract{}
+	for _, tool := range (&recorder{}).tools() {
+		out[tool.Name()] = tool.Contract()
+	}
+	return out
 }
 
 func vAgentPlanner(t *testing.T, m llm.Model) *planexec.AgentPlanner {
@@ -105,49 +116,13 @@ func (p *vPlannerFunc) Plan(_ context.Context, req planexec.PlanRequest) (*plane
 
 // ---- NewAgentPlanner ----
 
-func TestAPlanningAgentThatHoldsToolsIsRefusedAtConstruction(t *testing.T) {
-	_, err := planexec.NewAgentPlanner(scripted.New(), planexec.Agent{Name: "planner", Tools: []string{"book_flight"}})
-	var ce *planexec.ConfigurationError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want a *ConfigurationError, got %T: %v", err, err)
-	}
-	if !strings.Contains(err.Error(), "so it could dispatch what it is planning") {
-		t.Errorf("message = %q, want it to say the planner could dispatch what it plans", err)
-	}
-	if ce.Tool != "book_flight" {
-		t.Errorf("Tool = %q, want book_flight", ce.Tool)
-	}
-}
-
-func TestAPlanningAgentWhoseOutputIsNotAPlanIsRefusedAtConstruction(t *testing.T) {
-	for name, out := range map[string]any{
-		"an int":           42,
-		"an empty struct":  struct{}{},
-		"a string":         "plan",
-		"a slice of plans": []planexec.Plan{},
-		"a step":           planexec.Step{},
+func TestAPlanningAgentIsAccepted(t *testing.T) {
+	for name, agent := range map[string]planexec.Agent{
+		"the zero agent":             {},
+		"a named agent with framing": {Name: "planner", Instructions: "Prefer the morning flight."},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, err := planexec.NewAgentPlanner(scripted.New(), planexec.Agent{Name: "planner", Output: out})
-			var ce *planexec.ConfigurationError
-			if !errors.As(err, &ce) {
-				t.Fatalf("want a *ConfigurationError, got %T: %v", err, err)
-			}
-			if p != nil {
-				t.Error("a planner was returned with the error")
-			}
-		})
-	}
-}
-
-func TestAPlanningAgentProducingAPlanIsAccepted(t *testing.T) {
-	for name, out := range map[string]any{
-		"nil":     nil,
-		"Plan{}":  planexec.Plan{},
-		"&Plan{}": &planexec.Plan{},
-	} {
-		t.Run(name, func(t *testing.T) {
-			p, err := planexec.NewAgentPlanner(scripted.New(), planexec.Agent{Name: "planner", Output: out})
+			p, err := planexec.NewAgentPlanner(scripted.New(), agent)
 			if err != nil || p == nil {
 				t.Fatalf("NewAgentPlanner = %v, %v", p, err)
 			}
@@ -167,9 +142,9 @@ func TestAPlannerWithoutAModelIsRefusedAtConstruction(t *testing.T) {
 
 func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	if _, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
-		t.Fatalf("Planned: %v", err)
+	run := plannerRun(t, &recorder{}, nil)
+	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
+		t.Fatalf("Plan: %v", err)
 	}
 	reqs := model.Requests()
 	if len(reqs) != 1 {
@@ -192,8 +167,8 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 		irreversible bool
 		schema       json.RawMessage
 	}{
-		"search_flights": {"Find flights.", false, searchContract.Schema()},
-		"book_flight":    {"Book a flight.", true, bookContract.Schema()},
+		"search_flights": {"Find flights.", false, plannerContracts()["search_flights"].Schema()},
+		"book_flight":    {"Book a flight.", true, plannerContracts()["book_flight"].Schema()},
 	}
 	if len(shown) != len(want) {
 		t.Fatalf("the model was shown %d tools, want %d: %+v", len(shown), len(want), shown)
@@ -201,7 +176,7 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 	for _, s := range shown {
 		w, ok := want[s.Name]
 		if !ok {
-			t.Errorf("the model was shown %q, which the agent may not call", s.Name)
+			t.Errorf("the model was shown %q, which the delegation does not cover", s.Name)
 			continue
 		}
 		if s.Description != w.desc || s.Irreversible != w.irreversible {
@@ -211,21 +186,21 @@ func TestTheModelIsShownTheTaskTheInstructionsAndOnlyTheAllowedTools(t *testing.
 			t.Errorf("%s shown with schema %s, want its contract's %s", s.Name, s.Schema, w.schema)
 		}
 	}
-	// Nothing anywhere in the request mentions the tool outside the allowlist.
+	// Nothing anywhere in the request mentions the tool outside the scope.
 	all := req.System + string(req.Output.Schema)
 	for _, m := range req.Messages {
 		all += m.Content
 	}
 	if strings.Contains(all, "refund") {
-		t.Error("the request mentions refund, which the agent may not call")
+		t.Error("the request mentions refund, which the delegation does not cover")
 	}
 }
 
 func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	if _, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
-		t.Fatalf("Planned: %v", err)
+	run := plannerRun(t, &recorder{}, nil)
+	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
+		t.Fatalf("Plan: %v", err)
 	}
 	out := model.Requests()[0].Output
 	if out == nil {
@@ -234,7 +209,7 @@ func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 	if !out.Strict {
 		t.Error("the output schema is not asked for strictly")
 	}
-	if !vJSONEqual(t, out.Schema, planexec.PlanSchema(ex.Catalog())) {
+	if !vJSONEqual(t, out.Schema, planexec.PlanSchema(run.Catalog())) {
 		t.Errorf("the output schema is not PlanSchema of the catalog: %s", out.Schema)
 	}
 	s := vDecodeSchema(t, out.Schema)
@@ -242,7 +217,8 @@ func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 	steps := vProp(t, s, "steps")
 	items, _ := steps["items"].(map[string]any)
 	branches, _ := items["anyOf"].([]any)
-	contracts := map[string]*planexec.Contract{"search_flights": searchContract, "book_flight": bookContract}
+	contracts := plannerContracts()
+	delete(contracts, "refund")
 	var names []string
 	for _, b := range branches {
 		bm := b.(map[string]any)
@@ -256,7 +232,7 @@ func TestTheModelMustAnswerInAUnionWithOneBranchPerAllowedTool(t *testing.T) {
 		names = append(names, name)
 		c, ok := contracts[name]
 		if !ok {
-			t.Errorf("a branch for %q, which the agent may not call", name)
+			t.Errorf("a branch for %q, which the delegation does not cover", name)
 			continue
 		}
 		args, err := json.Marshal(vProp(t, bm, "arguments"))
@@ -280,10 +256,10 @@ func TestARefusedFirstAnswerIsReplannedIntoRevisionTwoOfTheSamePlan(t *testing.T
 		scripted.Reply{Content: vUnknownToolTrip, Usage: llm.Usage{InputTokens: 100, OutputTokens: 10}},
 		scripted.Reply{Content: vValidTrip, Usage: llm.Usage{InputTokens: 200, OutputTokens: 20}},
 	)
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	plan, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, &recorder{}, nil)
+	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
-		t.Fatalf("Planned: %v", err)
+		t.Fatalf("Plan: %v", err)
 	}
 	if plan.Revision != 2 {
 		t.Errorf("Revision = %d, want 2", plan.Revision)
@@ -294,7 +270,7 @@ func TestARefusedFirstAnswerIsReplannedIntoRevisionTwoOfTheSamePlan(t *testing.T
 	if len(plan.Steps) != 2 || plan.Steps[1].Tool != "book_flight" || plan.Goal != "get them to New York" {
 		t.Errorf("plan = %+v, want the second answer", plan)
 	}
-	es := ex.Events()
+	es := run.Events()
 	want := []planexec.EventKind{planexec.EventPlanRefused, planexec.EventReplanned, planexec.EventPlanned}
 	if got := kinds(es); !slices.Equal(got, want) {
 		t.Fatalf("events = %v, want %v", got, want)
@@ -330,9 +306,9 @@ func TestARefusedFirstAnswerIsReplannedIntoRevisionTwoOfTheSamePlan(t *testing.T
 
 func TestTheReplanRequestCarriesTheRefusalAfterTheModelsOwnAnswer(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vBadSeatsTrip}, scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	if _, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
-		t.Fatalf("Planned: %v", err)
+	run := plannerRun(t, &recorder{}, nil)
+	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
+		t.Fatalf("Plan: %v", err)
 	}
 	reqs := model.Requests()
 	if len(reqs) != 2 {
@@ -359,12 +335,12 @@ func TestTheReplanRequestCarriesTheRefusalAfterTheModelsOwnAnswer(t *testing.T) 
 	}
 }
 
-func TestPlannedTellsAnyPlannerItsAttemptAndEarlierRefusals(t *testing.T) {
+func TestPlanTellsAnyPlannerItsAttemptAndEarlierRefusals(t *testing.T) {
 	p := &vPlannerFunc{payloads: []string{vUnknownToolTrip, "not a plan", vValidTrip}}
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	plan, err := ex.Planned(context.Background(), p, "get them to New York")
+	run := plannerRun(t, &recorder{}, nil)
+	plan, err := run.Plan(context.Background(), p, "get them to New York")
 	if err != nil {
-		t.Fatalf("Planned: %v", err)
+		t.Fatalf("Plan: %v", err)
 	}
 	if plan.Revision != 3 {
 		t.Errorf("Revision = %d, want 3", plan.Revision)
@@ -397,22 +373,22 @@ func TestMalformedOutputCountsAsAPlanningAttempt(t *testing.T) {
 		scripted.Reply{Content: "Sure! Here is your plan: book BA117."},
 		scripted.Reply{Content: vValidTrip},
 	)
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	plan, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, &recorder{}, nil)
+	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
-		t.Fatalf("Planned: %v", err)
+		t.Fatalf("Plan: %v", err)
 	}
 	if plan.Revision != 2 {
 		t.Errorf("Revision = %d, want 2: the malformed answer was attempt 1", plan.Revision)
 	}
-	es := ex.Events()
+	es := run.Events()
 	if len(es) == 0 || es[0].Kind != planexec.EventPlanRefused || es[0].Reason != planexec.ReasonMalformed || es[0].Attempt != 1 {
 		t.Fatalf("events = %+v, want a malformed refusal first", es)
 	}
 	// With no replans allowed, malformed output alone exhausts the allowance.
 	model = scripted.New(scripted.Reply{Content: `{"steps":[{"id":"s1"}]}`}, scripted.Reply{Content: vValidTrip})
-	ex = vPlanningExecutor(t, &recorder{}, func(c *planexec.Config) { c.MaxReplans = planexec.NoReplans })
-	_, err = ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run = plannerRun(t, &recorder{}, func(s *setup) { s.MaxReplans = planexec.NoReplans })
+	_, err = run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if pv.Attempts != 1 || !errors.Is(err, planexec.ReasonMalformed) {
 		t.Errorf("attempts %d, last refusal %v", pv.Attempts, errors.Unwrap(err))
@@ -424,16 +400,16 @@ func TestMalformedOutputCountsAsAPlanningAttempt(t *testing.T) {
 
 func TestAnEmptyAnswerIsRefusedAsEmptyAndReplanned(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: ""}, scripted.Reply{Content: `{"goal":"x","steps":[]}`}, scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	plan, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, &recorder{}, nil)
+	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
-		t.Fatalf("Planned: %v", err)
+		t.Fatalf("Plan: %v", err)
 	}
 	if plan.Revision != 3 {
 		t.Errorf("Revision = %d, want 3", plan.Revision)
 	}
 	var reasons []planexec.Reason
-	for _, e := range ex.Events() {
+	for _, e := range run.Events() {
 		if e.Kind == planexec.EventPlanRefused {
 			reasons = append(reasons, e.Reason)
 		}
@@ -451,8 +427,8 @@ func TestPlanningGivesUpPastMaxReplansAndWrapsTheLastRefusal(t *testing.T) {
 		scripted.Reply{Content: vValidTrip}, // never asked for
 	)
 	r := &recorder{}
-	ex := vPlanningExecutor(t, r, nil)
-	plan, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, r, nil)
+	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if len(plan.Steps) != 0 {
 		t.Errorf("a plan came back with the refusal: %+v", plan)
@@ -482,7 +458,7 @@ func TestPlanningGivesUpPastMaxReplansAndWrapsTheLastRefusal(t *testing.T) {
 	if errors.Is(err, planexec.ReasonArguments) {
 		t.Error("errors.Is matches an earlier refusal's reason; only the last is wrapped")
 	}
-	es := ex.Events()
+	es := run.Events()
 	if count(es, planexec.EventPlanRefused) != 3 || count(es, planexec.EventReplanned) != 2 || count(es, planexec.EventPlanned) != 0 {
 		t.Errorf("events = %v", kinds(es))
 	}
@@ -493,8 +469,8 @@ func TestPlanningGivesUpPastMaxReplansAndWrapsTheLastRefusal(t *testing.T) {
 
 func TestWithNoReplansThePlannerIsAskedOnce(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vOutsideAllowlistTrip}, scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, func(c *planexec.Config) { c.MaxReplans = planexec.NoReplans })
-	_, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "money back")
+	run := plannerRun(t, &recorder{}, func(s *setup) { s.MaxReplans = planexec.NoReplans })
+	_, err := run.Plan(context.Background(), vAgentPlanner(t, model), "money back")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if pv.Attempts != 1 {
 		t.Errorf("Attempts = %d, want 1", pv.Attempts)
@@ -505,15 +481,15 @@ func TestWithNoReplansThePlannerIsAskedOnce(t *testing.T) {
 	if n := len(model.Requests()); n != 1 {
 		t.Errorf("the model was asked %d times, want once", n)
 	}
-	if got := kinds(ex.Events()); !slices.Equal(got, []planexec.EventKind{planexec.EventPlanRefused}) {
+	if got := kinds(run.Events()); !slices.Equal(got, []planexec.EventKind{planexec.EventPlanRefused}) {
 		t.Errorf("events = %v, want just PLAN_REFUSED", got)
 	}
 }
 
 func TestMaxReplansBoundsTheAttempts(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: "x"}, scripted.Reply{Content: "y"}, scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, func(c *planexec.Config) { c.MaxReplans = 1 })
-	_, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, &recorder{}, func(s *setup) { s.MaxReplans = 1 })
+	_, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	pv := vRefusal(t, err, planexec.ReasonReplan)
 	if pv.Attempts != 2 || len(model.Requests()) != 2 {
 		t.Errorf("attempts %d, requests %d; want 2 and 2", pv.Attempts, len(model.Requests()))
@@ -523,8 +499,8 @@ func TestMaxReplansBoundsTheAttempts(t *testing.T) {
 func TestAModelErrorIsReturnedWrappedNotAsARefusal(t *testing.T) {
 	outage := errors.New("provider is down")
 	model := scripted.New(scripted.Reply{Err: outage})
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	_, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, &recorder{}, nil)
+	_, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if !errors.Is(err, outage) {
 		t.Fatalf("err = %v, want it to wrap the model's error", err)
 	}
@@ -535,14 +511,14 @@ func TestAModelErrorIsReturnedWrappedNotAsARefusal(t *testing.T) {
 	if n := len(model.Requests()); n != 1 {
 		t.Errorf("the model was asked %d times after failing, want once", n)
 	}
-	if count(ex.Events(), planexec.EventPlanRefused) != 0 || count(ex.Events(), planexec.EventReplanned) != 0 {
-		t.Errorf("a model error was recorded as a refusal: %v", kinds(ex.Events()))
+	if count(run.Events(), planexec.EventPlanRefused) != 0 || count(run.Events(), planexec.EventReplanned) != 0 {
+		t.Errorf("a model error was recorded as a refusal: %v", kinds(run.Events()))
 	}
 
 	// An outage after a refusal is returned the same way.
 	model = scripted.New(scripted.Reply{Content: vUnknownToolTrip}, scripted.Reply{Err: outage})
-	ex = vPlanningExecutor(t, &recorder{}, nil)
-	_, err = ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run = plannerRun(t, &recorder{}, nil)
+	_, err = run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if !errors.Is(err, outage) || errors.As(err, &pv) {
 		t.Errorf("err = %v, want the outage, not a refusal", err)
 	}
@@ -550,10 +526,10 @@ func TestAModelErrorIsReturnedWrappedNotAsARefusal(t *testing.T) {
 
 func TestPlanningStopsWhenTheContextIsDone(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip})
-	ex := vPlanningExecutor(t, &recorder{}, nil)
+	run := plannerRun(t, &recorder{}, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := ex.Planned(ctx, vAgentPlanner(t, model), "get them to New York")
+	_, err := run.Plan(ctx, vAgentPlanner(t, model), "get them to New York")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
 	}
@@ -568,15 +544,15 @@ func TestUsageIsSummedAcrossPlanningAttempts(t *testing.T) {
 		scripted.Reply{Content: vBadSeatsTrip, Usage: llm.Usage{InputTokens: 150, OutputTokens: 15}},
 		scripted.Reply{Content: vValidTrip, Usage: llm.Usage{InputTokens: 200, OutputTokens: 20}},
 	)
-	ex := vPlanningExecutor(t, &recorder{}, nil)
-	if u := ex.Usage(); u != (llm.Usage{}) {
+	run := plannerRun(t, &recorder{}, nil)
+	if u := run.Usage(); u != (llm.Usage{}) {
 		t.Errorf("usage before planning = %+v", u)
 	}
-	if _, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
-		t.Fatalf("Planned: %v", err)
+	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
+		t.Fatalf("Plan: %v", err)
 	}
 	want := llm.Usage{InputTokens: 450, OutputTokens: 45, Calls: 3}
-	if u := ex.Usage(); u != want {
+	if u := run.Usage(); u != want {
 		t.Errorf("Usage() = %+v, want %+v", u, want)
 	}
 }
@@ -584,12 +560,12 @@ func TestUsageIsSummedAcrossPlanningAttempts(t *testing.T) {
 func TestAPlannedPlanRunsUnderItsIDAndRevision(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vUnknownToolTrip}, scripted.Reply{Content: vValidTrip})
 	r := &recorder{}
-	ex := vPlanningExecutor(t, r, nil)
-	plan, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, r, nil)
+	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
-		t.Fatalf("Planned: %v", err)
+		t.Fatalf("Plan: %v", err)
 	}
-	res, err := ex.Execute(context.Background(), plan)
+	res, err := run.Execute(context.Background(), plan)
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -603,7 +579,7 @@ func TestAPlannedPlanRunsUnderItsIDAndRevision(t *testing.T) {
 	if got := toolNames(r.Calls()); !slices.Equal(got, []string{"search_flights", "book_flight"}) {
 		t.Errorf("calls = %v", got)
 	}
-	for _, e := range ex.Events() {
+	for _, e := range run.Events() {
 		if e.PlanID != plan.ID {
 			t.Errorf("%s is for plan %q, want %q", e.Kind, e.PlanID, plan.ID)
 		}
@@ -613,7 +589,7 @@ func TestAPlannedPlanRunsUnderItsIDAndRevision(t *testing.T) {
 func TestFeedbackNamesTheReasonStepToolAndEveryViolation(t *testing.T) {
 	fb := planexec.Feedback(&planexec.PlanValidationError{
 		Reason: planexec.ReasonArguments, Step: "s2", Tool: "book_flight",
-		Violations: []planexec.Violation{{Path: "/seats", Problem: "expected integer, got string"}, {Path: "/class", Problem: "unknown key"}},
+		Violations: []planexec.Violation{{Path: "/seats", Why: "expected integer, got string"}, {Path: "/class", Why: "unknown key"}},
 		Payload:    []byte(`{"seats":"` + vSecret + `"}`),
 	})
 	for _, want := range []string{"arguments", `"s2"`, `"book_flight"`, "/seats: expected integer, got string", "/class: unknown key"} {
@@ -626,20 +602,22 @@ func TestFeedbackNamesTheReasonStepToolAndEveryViolation(t *testing.T) {
 func TestTheOutputSchemaResolvesEveryReferenceOfARecursiveTool(t *testing.T) {
 	r := &recorder{}
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools: []planexec.Tool{
-			planexec.NewTool("outline", "Write an outline.", func(ctx context.Context, n vNode) (string, error) {
+		Tools: []*planexec.Tool{
+			planexec.MustTool("outline", "Write an outline.", func(ctx context.Context, n vNode) (string, error) {
 				return "ok", r.record(ctx, "outline", n)
 			}),
 		},
-		Contracts: []*planexec.Contract{planexec.MustContract[vNode]("outline")},
-		Agent:     planexec.Agent{Name: "writer", Tools: []string{"outline"}},
 	})
 	if err != nil {
 		t.Fatalf("NewExecutor: %v", err)
 	}
+	run, err := ex.Run(planexec.Delegation{RunID: "run-1", Tenant: "acme", User: "dana", Agent: "writer"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 	model := scripted.New(scripted.Reply{Content: `{"goal":"g","steps":[{"id":"o1","tool":"outline","arguments":{"name":"root","children":[{"name":"leaf"}]},"depends_on":[],"intent":""}]}`})
-	if _, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "outline it"); err != nil {
-		t.Fatalf("Planned: %v", err)
+	if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "outline it"); err != nil {
+		t.Fatalf("Plan: %v", err)
 	}
 	s := vDecodeSchema(t, model.Requests()[0].Output.Schema)
 	vSchemaWalk(t, s, s, "#")
@@ -647,15 +625,15 @@ func TestTheOutputSchemaResolvesEveryReferenceOfARecursiveTool(t *testing.T) {
 
 func TestTheModelIsNotShownToolsOutsideTheDelegatedScope(t *testing.T) {
 	model := scripted.New(scripted.Reply{Content: vValidTrip}, scripted.Reply{Content: vPlanJSON(vStepJSON("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))})
-	ex := vPlanningExecutor(t, &recorder{}, func(c *planexec.Config) { c.Delegation.Scope = []string{"search_flights"} })
-	plan, err := ex.Planned(context.Background(), vAgentPlanner(t, model), "get them to New York")
+	run := plannerRun(t, &recorder{}, func(s *setup) { s.Delegation.Scope = []string{"search_flights"} })
+	plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
 	if err != nil {
-		t.Fatalf("Planned: %v", err)
+		t.Fatalf("Plan: %v", err)
 	}
 	if plan.Revision != 2 {
 		t.Errorf("Revision = %d: the booking outside the scope should have been refused first", plan.Revision)
 	}
-	if es := ex.Events(); len(es) == 0 || es[0].Reason != planexec.ReasonNotAllowed {
+	if es := run.Events(); len(es) == 0 || es[0].Reason != planexec.ReasonNotAllowed {
 		t.Errorf("events = %+v, want a not_allowed refusal first", es)
 	}
 	req := model.Requests()[0]
@@ -678,12 +656,12 @@ func TestPlanningEventsNameTheModelAndTheProvidersRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	if _, err := ex.Planned(context.Background(), planner, "fly"); err != nil {
+	run, _ := newExecutor(t, &recorder{}, nil)
+	if _, err := run.Plan(context.Background(), planner, "fly"); err != nil {
 		t.Fatal(err)
 	}
 	want := map[planexec.EventKind]string{planexec.EventPlanRefused: "scripted-1", planexec.EventPlanned: "scripted-2"}
-	for _, e := range ex.Events() {
+	for _, e := range run.Events() {
 		id, ok := want[e.Kind]
 		if !ok {
 			continue
@@ -711,12 +689,134 @@ func TestATruncatedAnswerIsAnErrorAndStillCountsItsTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, _ := newExecutor(t, &recorder{}, nil)
-	_, err = ex.Planned(context.Background(), planner, "fly")
+	run, _ := newExecutor(t, &recorder{}, nil)
+	_, err = run.Plan(context.Background(), planner, "fly")
 	if !errors.Is(err, llm.ErrTruncated) {
 		t.Fatalf("err = %v, want ErrTruncated", err)
 	}
-	if u := ex.Usage(); u.OutputTokens != 4096 || u.Calls != 1 {
+	if u := run.Usage(); u.OutputTokens != 4096 || u.Calls != 1 {
 		t.Errorf("usage = %+v, want the truncated call's tokens counted", u)
+	}
+}
+
+// ---- refused plans as the model is shown them again ----
+
+// plannerHuge is a plan of about size bytes whose goal is written in a
+// three-byte character, so a cut at a round number of bytes falls inside a
+// character. Its one step calls tool.
+func plannerHuge(size int, tool string) string {
+	head := `{"goal":"`
+	tail := `","steps":[` + vStepJSON("s1", tool, `{"origin":"LHR","destination":"JFK"}`) + `]}`
+	return head + strings.Repeat("€", (size-len(head)-len(tail))/3) + tail
+}
+
+func TestARefusedLargePlanIsShownToTheModelAgainOnlyInPart(t *testing.T) {
+	const shown = 16 << 10 // what the model may be shown of one refused plan
+	for _, tc := range []struct {
+		name    string
+		payload string
+		reason  planexec.Reason
+		limits  planexec.Limits
+	}{
+		{"larger than the plan limit", plannerHuge(400<<10, "search_flights"), planexec.ReasonMalformed, planexec.Limits{MaxPlanBytes: 128 << 10}},
+		{"within the limits but refused", plannerHuge(400<<10, "teleport"), planexec.ReasonUnknownTool, planexec.Limits{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			model := scripted.New(scripted.Reply{Content: tc.payload}, scripted.Reply{Content: tc.payload}, scripted.Reply{Content: vValidTrip})
+			run := plannerRun(t, &recorder{}, func(s *setup) { s.Limits = tc.limits })
+			if _, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York"); err != nil {
+				t.Fatalf("Plan: %v", err)
+			}
+			es := run.Events()
+			if count(es, planexec.EventPlanRefused) != 2 || es[0].Reason != tc.reason {
+				t.Fatalf("events = %+v, want two %s refusals", kinds(es), tc.reason)
+			}
+			reqs := model.Requests()
+			if len(reqs) != 3 {
+				t.Fatalf("the model was asked %d times, want 3", len(reqs))
+			}
+			last := reqs[2].Messages
+			if len(last) != 5 {
+				t.Fatalf("the third request has %d messages, want task and two answers with their feedback", len(last))
+			}
+			total := 0
+			for _, m := range last {
+				total += len(m.Content)
+			}
+			if total > 4*shown {
+				t.Errorf("the third request carries %d bytes of messages for two refusals of %d bytes each", total, len(tc.payload))
+			}
+			for _, i := range []int{1, 3} {
+				m := last[i]
+				if m.Role != llm.RoleAssistant {
+					t.Fatalf("message %d comes from %q, want the model's own answer", i, m.Role)
+				}
+				// The answer's start, cut on a character, then a marker that
+				// says how much was left out.
+				k := 0
+				for k < len(m.Content) && k < len(tc.payload) && m.Content[k] == tc.payload[k] {
+					k++
+				}
+				for k > 0 && k < len(tc.payload) && !utf8.RuneStart(tc.payload[k]) {
+					k--
+				}
+				if k > shown || k < shown-utf8.UTFMax {
+					t.Errorf("message %d repeats %d bytes of the %d-byte answer, want about %d", i, k, len(tc.payload), shown)
+				}
+				marker := m.Content[k:]
+				if marker == "" || len(marker) > 256 || strings.Contains(tc.payload[k:], marker) {
+					t.Errorf("message %d ends %q after the excerpt, want a short marker", i, plannerClip(marker))
+				}
+				if !strings.Contains(marker, strconv.Itoa(len(tc.payload)-k)) {
+					t.Errorf("the marker %q does not say that %d bytes were left out", plannerClip(marker), len(tc.payload)-k)
+				}
+				if !utf8.ValidString(m.Content) {
+					t.Errorf("message %d is not valid UTF-8: the cut split a character", i)
+				}
+			}
+		})
+	}
+}
+
+// plannerClip keeps a failure message short.
+func plannerClip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// ---- planning with no tool ----
+
+func TestPlanningWithNoToolInScopeIsADelegationErrorAndAsksNoModel(t *testing.T) {
+	for name, edit := range map[string]func(*setup){
+		"an empty scope":                          func(s *setup) { s.Delegation.Scope = []string{} },
+		"a scope of tools the executor lacks":     func(s *setup) { s.Delegation.Scope = []string{"charter_jet"} },
+		"an executor with no tools, and no scope": func(s *setup) { s.Tools = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			model := scripted.New(scripted.Reply{Content: vValidTrip})
+			run, _ := newExecutor(t, &recorder{}, edit)
+			plan, err := run.Plan(context.Background(), vAgentPlanner(t, model), "get them to New York")
+			var de *planexec.DelegationError
+			if !errors.As(err, &de) {
+				t.Fatalf("err = %v, want *DelegationError", err)
+			}
+			if de.RunID != "run-1" {
+				t.Errorf("the error names run %q, want run-1", de.RunID)
+			}
+			if plan.ID != "" || len(plan.Steps) != 0 {
+				t.Errorf("a plan came back with the error: %+v", plan)
+			}
+			if n := len(model.Requests()); n != 0 {
+				t.Errorf("the model was asked %d times with no tool to plan with", n)
+			}
+			if u := run.Usage(); u != (llm.Usage{}) {
+				t.Errorf("usage = %+v, want none", u)
+			}
+			if es := run.Events(); len(es) != 0 {
+				t.Errorf("events = %v, want none", kinds(es))
+			}
+		})
 	}
 }
