@@ -74,8 +74,10 @@ type Event struct {
 // Observer sees each event as it happens, in the order of the run's record.
 // It is called outside the executor's locks, one event at a time per run: it
 // may read the run (Run.Events, Run.Usage) and even act on it; an event such
-// an act records is delivered after the observer returns. It runs on the
-// goroutine that recorded the event, so a slow observer slows the run.
+// an act records is delivered after the observer returns. While steps run at
+// once, whichever goroutine is delivering hands over the events the others
+// record, so an observer may run on another step's goroutine and lag a little
+// behind the steps; a slow observer slows the run.
 type Observer func(Event)
 
 // record is one run's ordered event log. Events are appended under mu and

@@ -218,6 +218,9 @@ func (r *Run) Plan(ctx context.Context, planner Planner, task string) (Plan, err
 	if len(r.catalog) == 0 {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation's scope leaves no tool to plan with"}
 	}
+	if d.expired(r.ex.cfg.Now()) {
+		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
+	}
 	planID := uuid.NewString()
 	var refusals []*PlanValidationError
 	for attempt := 1; ; attempt++ {
