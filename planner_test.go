@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/planexec/planexec"
@@ -788,11 +789,16 @@ func plannerClip(s string) string {
 
 // ---- planning with no tool ----
 
-func TestPlanningWithNoToolInScopeIsADelegationErrorAndAsksNoModel(t *testing.T) {
+func TestPlanningWithNoToolInScopeOrAnExpiredDelegationIsADelegationErrorAndAsksNoModel(t *testing.T) {
 	for name, edit := range map[string]func(*setup){
 		"an empty scope":                          func(s *setup) { s.Delegation.Scope = []string{} },
 		"a scope of tools the executor lacks":     func(s *setup) { s.Delegation.Scope = []string{"charter_jet"} },
 		"an executor with no tools, and no scope": func(s *setup) { s.Tools = nil },
+		"an expired delegation": func(s *setup) {
+			now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+			s.Now = func() time.Time { return now }
+			s.Delegation.Expires = now
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			model := scripted.New(scripted.Reply{Content: vValidTrip})
