@@ -1,17 +1,21 @@
 package planexec_test
 
+// An effect is done once: its key is the digest of what it is, a repeat
+// replays what was recorded, a key held elsewhere is not run twice, and a
+// failure frees the key only when the effect cannot have happened.
+
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 )
 
 // ---- helpers (prefixed i) ----
@@ -24,30 +28,23 @@ type iLedgerEntry struct {
 	Units   int64           `json:"units"`
 }
 
-var (
-	iDebitContract  = planexec.MustContract[iLedgerEntry]("i_debit")
-	iCreditContract = planexec.MustContract[iLedgerEntry]("i_credit")
-)
-
 // iWithLedger adds two ledger tools taking the same arguments to the
 // executor newExecutor builds.
-func iWithLedger(r *recorder) func(*planexec.Config) {
-	return func(cfg *planexec.Config) {
+func iWithLedger(r *recorder) func(*setup) {
+	return func(s *setup) {
 		for _, name := range []string{"i_debit", "i_credit"} {
-			cfg.Tools = append(cfg.Tools, planexec.NewTool(name, "Move money.", func(ctx context.Context, e iLedgerEntry) (string, error) {
+			s.Tools = append(s.Tools, planexec.MustTool(name, "Move money.", func(ctx context.Context, e iLedgerEntry) (string, error) {
 				return "ok " + name, r.record(ctx, name, e)
 			}))
-			cfg.Agent.Tools = append(cfg.Agent.Tools, name)
 		}
-		cfg.Contracts = append(cfg.Contracts, iDebitContract, iCreditContract)
 	}
 }
 
 // iRun sets the run's tenant and id.
-func iRun(tenant, runID string) func(*planexec.Config) {
-	return func(cfg *planexec.Config) {
-		cfg.Delegation.Tenant = tenant
-		cfg.Delegation.RunID = runID
+func iRun(tenant, runID string) func(*setup) {
+	return func(s *setup) {
+		s.Delegation.Tenant = tenant
+		s.Delegation.RunID = runID
 	}
 }
 
@@ -56,13 +53,30 @@ func iOne(s planexec.Step) planexec.Plan {
 	return planexec.Plan{Goal: "one effect", Steps: []planexec.Step{s}}
 }
 
-// iKeySeen runs one step, on a fresh idempotency store, for tenant and run,
-// and returns the key the tool was called with.
+// iSearch is a search step from origin.
+func iSearch(id, origin string, deps ...string) planexec.Step {
+	return step(id, "search_flights", fmt.Sprintf(`{"origin":%q,"destination":"JFK"}`, origin), deps...)
+}
+
+// iBooking is the trip's booking as a step of its own.
+func iBooking(id string) planexec.Step {
+	return step(id, "book_flight", `{"flight":"BA117","seats":1}`)
+}
+
+// iSetFail replaces the recorder's failure hook.
+func iSetFail(r *recorder, fail func(tool string, args any) error) {
+	r.mu.Lock()
+	r.fail = fail
+	r.mu.Unlock()
+}
+
+// iKeySeen runs one step, on a fresh store, for tenant and run, and returns
+// the key the tool was called with.
 func iKeySeen(t *testing.T, tenant, runID string, s planexec.Step) string {
 	t.Helper()
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, edits(iWithLedger(r), iRun(tenant, runID), withIdempotency(&planexec.MemoryIdempotencyStore{})))
-	if _, err := ex.Execute(context.Background(), iOne(s)); err != nil {
+	run, _ := newExecutor(t, r, edits(iWithLedger(r), iRun(tenant, runID), withStore(memory.New())))
+	if _, err := run.Execute(context.Background(), iOne(s)); err != nil {
 		t.Fatalf("Execute %s: %v", s.Arguments, err)
 	}
 	calls := r.Calls()
@@ -86,15 +100,16 @@ func iReplayedExecutions(es []planexec.Event) int {
 	return n
 }
 
-// iCountingStore counts lease renewals of a memory store.
-type iCountingStore struct {
-	*planexec.MemoryIdempotencyStore
-	extends atomic.Int64
-}
-
-func (s *iCountingStore) Extend(ctx context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
-	s.extends.Add(1)
-	return s.MemoryIdempotencyStore.Extend(ctx, key, epoch, lease)
+// iLearnKey runs s once on a store of its own and returns the key its tool
+// saw: the key the same step has on any store.
+func iLearnKey(t *testing.T, s planexec.Step) planexec.Key {
+	t.Helper()
+	learn := &recorder{}
+	run, _ := newExecutor(t, learn, withStore(memory.New()))
+	if _, err := run.Execute(context.Background(), iOne(s)); err != nil {
+		t.Fatalf("learning run: %v", err)
+	}
+	return planexec.Key{Tenant: "acme", Digest: learn.Calls()[0].Key}
 }
 
 // ---- key derivation ----
@@ -143,8 +158,8 @@ func TestOnlyKeyArgumentsDecideTheKey(t *testing.T) {
 	keyOf := func(args string) string {
 		t.Helper()
 		r := &recorder{}
-		ex, _ := newExecutor(t, r, withIdempotency(&planexec.MemoryIdempotencyStore{}))
-		if _, err := ex.Execute(context.Background(), iOne(step("b1", "book_flight", args))); err != nil {
+		run, _ := newExecutor(t, r, withStore(memory.New()))
+		if _, err := run.Execute(context.Background(), iOne(step("b1", "book_flight", args))); err != nil {
 			t.Fatalf("Execute %s: %v", args, err)
 		}
 		calls := r.Calls()
@@ -181,21 +196,85 @@ func TestIntegersBeyondFloatPrecisionGiveDifferentKeys(t *testing.T) {
 	}
 }
 
-func TestAToolSeesNoKeyWithoutAnIdempotencyStore(t *testing.T) {
-	r := &recorder{}
-	ex, _ := newExecutor(t, r, nil)
-	if _, err := ex.Execute(context.Background(), iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))); err != nil {
-		t.Fatalf("Execute: %v", err)
-	}
-	calls := r.Calls()
-	if len(calls) != 1 {
-		t.Fatalf("want one call, got %v", toolNames(calls))
-	}
-	if calls[0].Key != "" {
-		t.Fatalf("the tool saw key %q with no idempotency store", calls[0].Key)
+func TestAToolSeesNoKeyWhenTheStoreKeepsNoClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*setup)
+	}{
+		{"without a store", nil},
+		{"with a store that keeps plans only", withStore(storePlansOnly{memory.New()})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &recorder{}
+			run, _ := newExecutor(t, r, tc.edit)
+			if _, err := run.Execute(context.Background(), iOne(iSearch("s1", "LHR"))); err != nil {
+				t.Fatalf("Execute: %v", err)
+			}
+			calls := r.Calls()
+			if len(calls) != 1 {
+				t.Fatalf("want one call, got %v", toolNames(calls))
+			}
+			if calls[0].Key != "" {
+				t.Fatalf("the tool saw key %q with no store of claims", calls[0].Key)
+			}
+		})
 	}
 	if k, ok := planexec.IdempotencyKey(context.Background()); ok || k != "" {
 		t.Fatalf("outside a step: IdempotencyKey = %q, %v", k, ok)
+	}
+}
+
+// ---- one effect twice in a plan ----
+
+func TestTwoStepsWithOneEffectAreRefusedBeforeAnythingRuns(t *testing.T) {
+	refused := func(t *testing.T, err error, step, first, tool string) {
+		t.Helper()
+		var pv *planexec.PlanValidationError
+		if !errors.As(err, &pv) || !errors.Is(err, planexec.ReasonDuplicateEffect) {
+			t.Fatalf("err = %v, want a duplicate_effect refusal", err)
+		}
+		if pv.Step != step || pv.Tool != tool {
+			t.Errorf("refusal names step %q tool %q, want %s %s", pv.Step, pv.Tool, step, tool)
+		}
+		if len(pv.Violations) != 1 || pv.Violations[0].Path != "/steps/1" || !strings.Contains(pv.Violations[0].Why, fmt.Sprintf("%q", first)) {
+			t.Errorf("violations = %+v, want one at /steps/1 naming step %q", pv.Violations, first)
+		}
+	}
+
+	searches := planexec.Plan{Steps: []planexec.Step{iSearch("s1", "LHR"), iSearch("s2", "LHR")}}
+	r := &recorder{}
+	run, _ := newExecutor(t, r, withStore(memory.New()))
+	refused(t, run.Validate(searches), "s2", "s1", "search_flights")
+
+	res, err := run.Execute(context.Background(), searches)
+	refused(t, err, "s2", "s1", "search_flights")
+	if res != nil {
+		t.Errorf("result = %+v, want none: nothing ran", res)
+	}
+	if cs := r.Calls(); len(cs) != 0 {
+		t.Errorf("tools were called: %v", toolNames(cs))
+	}
+	es := run.Events()
+	if i := findEvent(es, planexec.EventPlanRefused, ""); i < 0 || es[i].Reason != planexec.ReasonDuplicateEffect {
+		t.Errorf("no PLAN_REFUSED for duplicate_effect: %+v", es)
+	}
+	if n := count(es, planexec.EventStepStarted); n != 0 {
+		t.Errorf("%d steps started", n)
+	}
+
+	// book_flight's key arguments are the flight and the seats: the note is
+	// not part of the effect.
+	notes := planexec.Plan{Steps: []planexec.Step{
+		step("b1", "book_flight", `{"flight":"BA117","seats":1,"note":"window please"}`),
+		step("b2", "book_flight", `{"flight":"BA117","seats":1,"note":"aisle please"}`),
+	}}
+	refused(t, run.Validate(notes), "b2", "b1", "book_flight")
+	seats := planexec.Plan{Steps: []planexec.Step{
+		step("b1", "book_flight", `{"flight":"BA117","seats":1,"note":"window please"}`),
+		step("b2", "book_flight", `{"flight":"BA117","seats":2,"note":"window please"}`),
+	}}
+	if err := run.Validate(seats); err != nil {
+		t.Errorf("bookings of other seats were refused: %v", err)
 	}
 }
 
@@ -203,9 +282,9 @@ func TestAToolSeesNoKeyWithoutAnIdempotencyStore(t *testing.T) {
 
 func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.T) {
 	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
+	store := memory.New()
 	r := &recorder{}
-	first, _ := newExecutor(t, r, withIdempotency(store))
+	first, _ := newExecutor(t, r, withStore(store))
 	want, err := first.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("first Execute: %v", err)
@@ -214,7 +293,7 @@ func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.
 		t.Fatalf("first run: want both tools called, got %v", got)
 	}
 
-	second, _ := newExecutor(t, r, withIdempotency(store))
+	second, _ := newExecutor(t, r, withStore(store))
 	res, err := second.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("second Execute: %v", err)
@@ -252,36 +331,29 @@ func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.
 
 // ---- keys held elsewhere ----
 
-func TestAKeyClaimedElsewhereIsIndeterminateAndTheToolIsNotCalled(t *testing.T) {
+func TestAKeyClaimedElsewhereIsInFlightAndTheToolIsNotCalled(t *testing.T) {
 	ctx := context.Background()
-	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
+	plan := iOne(iSearch("s1", "LHR"))
+	key := iLearnKey(t, plan.Steps[0])
 
-	// Learn the key from a run on another store.
-	learn := &recorder{}
-	ex0, _ := newExecutor(t, learn, withIdempotency(&planexec.MemoryIdempotencyStore{}))
-	if _, err := ex0.Execute(ctx, plan); err != nil {
-		t.Fatalf("learning run: %v", err)
-	}
-	key := planexec.Key{Tenant: "acme", Digest: learn.Calls()[0].Key}
-
-	store := &planexec.MemoryIdempotencyStore{}
+	store := memory.New()
 	held, err := store.Claim(ctx, planexec.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "search_flights", Holder: "replica-7", Lease: time.Hour})
 	if err != nil || held.State != planexec.ClaimAcquired {
 		t.Fatalf("pre-claim: %+v, %v", held, err)
 	}
 
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, withIdempotency(store))
-	res, err := ex.Execute(ctx, plan)
+	run, _ := newExecutor(t, r, withStore(store))
+	res, err := run.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
 		t.Fatalf("want *IndeterminateOutcomeError, got %v", err)
 	}
-	if ioe.InDoubt {
-		t.Errorf("a key in flight is reported in doubt")
+	if ioe.InDoubt || !errors.Is(err, planexec.ErrInFlight) || errors.Is(err, planexec.ErrInDoubt) {
+		t.Errorf("a key in flight is not reported as in flight only: %v", err)
 	}
-	if ioe.Holder != "replica-7" || ioe.Step != "s1" || ioe.Tool != "search_flights" || ioe.Key != key {
-		t.Errorf("error = %+v, want holder replica-7, step s1, key %v", ioe, key)
+	if ioe.Holder != "replica-7" || ioe.Step != "s1" || ioe.Tool != "search_flights" || ioe.Key != key || ioe.RunID != "run-1" {
+		t.Errorf("error = %+v, want holder replica-7, run-1, step s1, key %v", ioe, key)
 	}
 	if !ioe.LeaseExpires.Equal(held.LeaseExpires) {
 		t.Errorf("LeaseExpires = %v, want the holder's %v", ioe.LeaseExpires, held.LeaseExpires)
@@ -292,26 +364,26 @@ func TestAKeyClaimedElsewhereIsIndeterminateAndTheToolIsNotCalled(t *testing.T) 
 	if res == nil || res.Complete {
 		t.Errorf("result = %+v, want an incomplete result", res)
 	}
-	if n := count(ex.Events(), planexec.EventStepStarted); n != 0 {
-		t.Errorf("%d steps started: %v", n, kinds(ex.Events()))
+	if n := count(run.Events(), planexec.EventStepStarted); n != 0 {
+		t.Errorf("%d steps started: %v", n, kinds(run.Events()))
 	}
-	if n := count(ex.Events(), planexec.EventStepFailed); n != 1 {
-		t.Errorf("want one STEP_FAILED, got %v", kinds(ex.Events()))
+	if n := count(run.Events(), planexec.EventStepFailed); n != 1 {
+		t.Errorf("want one STEP_FAILED, got %v", kinds(run.Events()))
 	}
 }
 
 func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
+	store := memory.New()
 	gate := newHoldFirst()
 	defer gate.open()
 	r := &recorder{fail: func(tool string, _ any) error {
 		gate.hold()
 		return nil
 	}}
-	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
+	plan := iOne(iSearch("s1", "LHR"))
 
-	first, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-a")))
+	first, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-a")))
 	type outcome struct {
 		res *planexec.Result
 		err error
@@ -323,7 +395,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}()
 	<-gate.entered
 
-	second, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b")))
+	second, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-b")))
 	_, err := second.Execute(ctx, plan)
 	gate.open()
 	got := <-done
@@ -332,7 +404,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	if !errors.As(err, &ioe) {
 		t.Fatalf("second executor: want *IndeterminateOutcomeError, got %v", err)
 	}
-	if ioe.InDoubt || ioe.Holder != "worker-a" {
+	if ioe.InDoubt || !errors.Is(err, planexec.ErrInFlight) || !strings.HasPrefix(ioe.Holder, "worker-a/") {
 		t.Errorf("error = %+v, want held in flight by worker-a", ioe)
 	}
 	if ioe.LeaseExpires.IsZero() {
@@ -346,140 +418,30 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}
 }
 
-func TestALongRunningToolKeepsItsClaimByRenewingTheLease(t *testing.T) {
-	ctx := context.Background()
-	store := &iCountingStore{MemoryIdempotencyStore: &planexec.MemoryIdempotencyStore{}}
-	const lease = 45 * time.Millisecond
-	gate := newHoldFirst()
-	defer gate.open()
-	r := &recorder{fail: func(string, any) error {
-		gate.hold()
-		return nil
-	}}
-	// search_flights is reversible: a second holder would take it over if
-	// the first holder's lease ran out.
-	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
-	withLease := func(cfg *planexec.Config) { cfg.Lease = lease }
-
-	first, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-a"), withLease))
-	done := make(chan error, 1)
-	go func() {
-		_, err := first.Execute(ctx, plan)
-		done <- err
-	}()
-	<-gate.entered
-	// Renewals come every third of a lease; after six the tool has run for
-	// about two leases, past the first one. Without renewals, give up
-	// waiting for them once many leases have passed.
-	giveUp := time.After(40 * lease)
-wait:
-	for store.extends.Load() < 6 {
-		select {
-		case err := <-done:
-			t.Fatalf("the first run ended while its tool was blocked: %v", err)
-		case <-giveUp:
-			break wait
-		case <-time.After(time.Millisecond):
-		}
-	}
-
-	second, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b"), withLease))
-	_, err := second.Execute(ctx, plan)
-	gate.open()
-	if ferr := <-done; ferr != nil {
-		t.Errorf("first executor: %v", ferr)
-	}
-
-	var ioe *planexec.IndeterminateOutcomeError
-	if !errors.As(err, &ioe) {
-		t.Fatalf("second executor: want *IndeterminateOutcomeError (key still held), got %v", err)
-	}
-	if ioe.InDoubt || ioe.Holder != "worker-a" {
-		t.Errorf("error = %+v, want held in flight by worker-a", ioe)
-	}
-	if n := callsOf(r, "search_flights"); n != 1 {
-		t.Fatalf("search_flights ran %d times, want once", n)
-	}
-	if store.extends.Load() == 0 {
-		t.Errorf("the lease was never renewed")
-	}
-}
-
-func TestAnExpiredClaimIsTakenOverForAReversibleStepButLeftInDoubtForAnIrreversibleOne(t *testing.T) {
-	// A holder that crashed: its claim's lease has run out and it never
-	// completed or released the key.
-	for _, tc := range []struct {
-		name    string
-		step    planexec.Step
-		inDoubt bool
-	}{
-		{"reversible", step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`), false},
-		{"irreversible", step("b1", "book_flight", `{"flight":"BA117","seats":1}`), true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			learn := &recorder{}
-			ex0, _ := newExecutor(t, learn, withIdempotency(&planexec.MemoryIdempotencyStore{}))
-			if _, err := ex0.Execute(ctx, iOne(tc.step)); err != nil {
-				t.Fatalf("learning run: %v", err)
-			}
-			key := planexec.Key{Tenant: "acme", Digest: learn.Calls()[0].Key}
-
-			store := &planexec.MemoryIdempotencyStore{}
-			crashed, err := store.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "crashed-replica", Lease: time.Nanosecond})
-			if err != nil || crashed.State != planexec.ClaimAcquired {
-				t.Fatalf("pre-claim: %+v, %v", crashed, err)
-			}
-			for !time.Now().After(crashed.LeaseExpires) {
-				time.Sleep(time.Millisecond)
-			}
-
-			r := &recorder{}
-			ex, _ := newExecutor(t, r, edits(withIdempotency(store), withHolder("worker-b")))
-			res, err := ex.Execute(ctx, iOne(tc.step))
-			if !tc.inDoubt {
-				if err != nil {
-					t.Fatalf("want the expired claim taken over, got %v", err)
-				}
-				if n := len(r.Calls()); n != 1 || res.Steps["s1"].Replayed {
-					t.Fatalf("want the tool called once by the new holder, got %v", toolNames(r.Calls()))
-				}
-				return
-			}
-			var ioe *planexec.IndeterminateOutcomeError
-			if !errors.As(err, &ioe) || !ioe.InDoubt || ioe.Holder != "crashed-replica" {
-				t.Fatalf("want *IndeterminateOutcomeError in doubt, left by crashed-replica; got %v", err)
-			}
-			if n := len(r.Calls()); n != 0 {
-				t.Fatalf("the irreversible tool was called %d times after its holder vanished", n)
-			}
-		})
-	}
-}
-
 // ---- failures ----
 
 func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testing.T) {
 	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
+	store := memory.New()
 	boom := errors.New("search backend unavailable")
 	r := &recorder{fail: func(tool string, _ any) error { return boom }}
-	plan := iOne(step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`))
+	plan := iOne(iSearch("s1", "LHR"))
 
-	first, _ := newExecutor(t, r, withIdempotency(store))
+	first, _ := newExecutor(t, r, withStore(store))
 	res, err := first.Execute(ctx, plan)
 	var se *planexec.StepError
 	if !errors.As(err, &se) || !errors.Is(err, boom) || se.Step != "s1" {
 		t.Fatalf("first run: want a *StepError for s1 wrapping the tool's error, got %v", err)
 	}
+	if errors.Is(err, planexec.ErrInDoubt) {
+		t.Errorf("a reversible failure is reported in doubt: %v", err)
+	}
 	if got := res.Steps["s1"].Status; got != planexec.StepFailed {
 		t.Errorf("s1 status %q, want failed", got)
 	}
 
-	r.mu.Lock()
-	r.fail = nil
-	r.mu.Unlock()
-	second, _ := newExecutor(t, r, withIdempotency(store))
+	iSetFail(r, nil)
+	second, _ := newExecutor(t, r, withStore(store))
 	res, err = second.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
@@ -494,11 +456,11 @@ func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testin
 
 func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testing.T) {
 	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
+	store := memory.New()
 	r := &recorder{fail: func(tool string, _ any) error { return errors.New("gateway timeout") }}
-	plan := iOne(step("b1", "book_flight", `{"flight":"BA117","seats":1}`))
+	plan := iOne(iBooking("b1"))
 
-	first, _ := newExecutor(t, r, withIdempotency(store))
+	first, _ := newExecutor(t, r, withStore(store))
 	res, err := first.Execute(ctx, plan)
 	var se *planexec.StepError
 	if !errors.As(err, &se) {
@@ -509,20 +471,18 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 	}
 	seen := r.Calls()[0].Key
 
-	r.mu.Lock()
-	r.fail = nil
-	r.mu.Unlock()
-	second, _ := newExecutor(t, r, withIdempotency(store))
+	iSetFail(r, nil)
+	second, _ := newExecutor(t, r, withStore(store))
 	_, err = second.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
 		t.Fatalf("second run: want *IndeterminateOutcomeError, got %v", err)
 	}
-	if !ioe.InDoubt {
-		t.Errorf("error = %+v, want InDoubt", ioe)
+	if !ioe.InDoubt || !errors.Is(err, planexec.ErrInDoubt) || errors.Is(err, planexec.ErrInFlight) {
+		t.Errorf("error = %+v, want in doubt only", ioe)
 	}
-	if ioe.Key.Digest != seen || ioe.Key.Tenant != "acme" || ioe.Step != "b1" || ioe.Tool != "book_flight" {
-		t.Errorf("error = %+v, want key %s of tenant acme for step b1", ioe, seen)
+	if ioe.Key.Digest != seen || ioe.Key.Tenant != "acme" || ioe.Step != "b1" || ioe.Tool != "book_flight" || ioe.RunID != "run-1" {
+		t.Errorf("error = %+v, want key %s of tenant acme for step b1 of run-1", ioe, seen)
 	}
 	if n := callsOf(r, "book_flight"); n != 1 {
 		t.Fatalf("book_flight called %d times, want once: its effect may have landed", n)
@@ -531,25 +491,23 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 
 func TestAnIrreversibleFailureThatWrapsErrNotAppliedFreesItsKey(t *testing.T) {
 	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
+	store := memory.New()
 	r := &recorder{fail: func(tool string, _ any) error {
 		return fmt.Errorf("card declined before the request was sent: %w", planexec.ErrNotApplied)
 	}}
-	plan := iOne(step("b1", "book_flight", `{"flight":"BA117","seats":1}`))
+	plan := iOne(iBooking("b1"))
 
-	first, _ := newExecutor(t, r, withIdempotency(store))
+	first, _ := newExecutor(t, r, withStore(store))
 	res, err := first.Execute(ctx, plan)
-	if !errors.Is(err, planexec.ErrNotApplied) {
-		t.Fatalf("first run: want an error wrapping ErrNotApplied, got %v", err)
+	if !errors.Is(err, planexec.ErrNotApplied) || errors.Is(err, planexec.ErrInDoubt) {
+		t.Fatalf("first run: want an error wrapping ErrNotApplied, not in doubt; got %v", err)
 	}
 	if got := res.Steps["b1"].Status; got != planexec.StepFailed {
 		t.Errorf("b1 status %q, want failed (not in doubt)", got)
 	}
 
-	r.mu.Lock()
-	r.fail = nil
-	r.mu.Unlock()
-	second, _ := newExecutor(t, r, withIdempotency(store))
+	iSetFail(r, nil)
+	second, _ := newExecutor(t, r, withStore(store))
 	res, err = second.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
@@ -562,91 +520,49 @@ func TestAnIrreversibleFailureThatWrapsErrNotAppliedFreesItsKey(t *testing.T) {
 	}
 }
 
-// iInDoubtBooking leaves book_flight's key in doubt and returns the key.
-func iInDoubtBooking(t *testing.T, r *recorder, store planexec.IdempotencyStore, plan planexec.Plan) (*planexec.Executor, planexec.Key) {
-	t.Helper()
-	ctx := context.Background()
-	r.mu.Lock()
-	r.fail = func(string, any) error { return errors.New("connection reset") }
-	r.mu.Unlock()
-	ex, _ := newExecutor(t, r, withIdempotency(store))
-	if _, err := ex.Execute(ctx, plan); err == nil {
-		t.Fatalf("the failing booking succeeded")
-	}
-	r.mu.Lock()
-	r.fail = nil
-	r.mu.Unlock()
-	ex, _ = newExecutor(t, r, withIdempotency(store))
-	_, err := ex.Execute(ctx, plan)
-	var ioe *planexec.IndeterminateOutcomeError
-	if !errors.As(err, &ioe) || !ioe.InDoubt {
-		t.Fatalf("want the booking in doubt, got %v", err)
-	}
-	return ex, ioe.Key
-}
+func TestTheFirstFailureOfAnIrreversibleStepCarriesItsKeyAndTheToolsError(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*setup)
+	}{
+		{"with a store of claims", withStore(memory.New())},
+		{"with a store that keeps plans only", withStore(storePlansOnly{memory.New()})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			boom := errors.New("gateway timeout")
+			r := &recorder{fail: func(tool string, _ any) error {
+				if tool == "book_flight" {
+					return boom
+				}
+				return nil
+			}}
+			run, _ := newExecutor(t, r, tc.edit)
+			res, err := run.Execute(context.Background(), tripPlan())
 
-func TestResolvingAKeyAsAppliedReplaysTheGivenOutcome(t *testing.T) {
-	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
-	r := &recorder{}
-	plan := iOne(step("b1", "book_flight", `{"flight":"BA117","seats":1}`))
-	ex, key := iInDoubtBooking(t, r, store, plan)
-
-	if err := ex.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"PNR-FOUND-BY-OPS"`)}); err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
-	next, _ := newExecutor(t, r, withIdempotency(store))
-	res, err := next.Execute(ctx, plan)
-	if err != nil {
-		t.Fatalf("Execute after resolving: %v", err)
-	}
-	sr := res.Steps["b1"]
-	if !sr.Replayed || sr.Status != planexec.StepDone || string(sr.Outcome) != `"PNR-FOUND-BY-OPS"` {
-		t.Errorf("b1 = %+v, want the resolved outcome replayed", sr)
-	}
-	if n := callsOf(r, "book_flight"); n != 1 {
-		t.Fatalf("book_flight called %d times, want only the first failed call", n)
-	}
-}
-
-func TestResolvingAKeyAsNotAppliedLetsTheStepRunAgain(t *testing.T) {
-	ctx := context.Background()
-	store := &planexec.MemoryIdempotencyStore{}
-	r := &recorder{}
-	plan := iOne(step("b1", "book_flight", `{"flight":"BA117","seats":1}`))
-	ex, key := iInDoubtBooking(t, r, store, plan)
-
-	if err := ex.Resolve(ctx, key, planexec.Resolution{Applied: false}); err != nil {
-		t.Fatalf("Resolve: %v", err)
-	}
-	next, _ := newExecutor(t, r, withIdempotency(store))
-	res, err := next.Execute(ctx, plan)
-	if err != nil {
-		t.Fatalf("Execute after resolving: %v", err)
-	}
-	if sr := res.Steps["b1"]; sr.Replayed || string(sr.Outcome) != `"PNR-BA117"` {
-		t.Errorf("b1 = %+v, want a new booking", sr)
-	}
-	if n := callsOf(r, "book_flight"); n != 2 {
-		t.Fatalf("book_flight called %d times, want 2", n)
-	}
-}
-
-func TestResolvingAKeyNobodyClaimedIsErrNoRecord(t *testing.T) {
-	r := &recorder{}
-	ex, _ := newExecutor(t, r, withIdempotency(&planexec.MemoryIdempotencyStore{}))
-	err := ex.Resolve(context.Background(), planexec.Key{Tenant: "acme", Digest: "sha256:00"}, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`1`)})
-	if !errors.Is(err, planexec.ErrNoRecord) {
-		t.Fatalf("want ErrNoRecord, got %v", err)
-	}
-}
-
-func TestResolveWithoutAnIdempotencyStoreIsAConfigurationError(t *testing.T) {
-	r := &recorder{}
-	ex, _ := newExecutor(t, r, nil)
-	err := ex.Resolve(context.Background(), planexec.Key{Tenant: "acme", Digest: "sha256:00"}, planexec.Resolution{})
-	var ce *planexec.ConfigurationError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want *ConfigurationError, got %v", err)
+			var ioe *planexec.IndeterminateOutcomeError
+			if !errors.As(err, &ioe) {
+				t.Fatalf("err = %v, want an *IndeterminateOutcomeError", err)
+			}
+			if !ioe.InDoubt || !errors.Is(err, planexec.ErrInDoubt) || ioe.Key.Digest == "" || ioe.Key.Tenant != "acme" || ioe.Step != "s2" || ioe.Tool != "book_flight" || ioe.RunID != "run-1" {
+				t.Errorf("error = %+v, want s2 of run-1 in doubt with a key of tenant acme", ioe)
+			}
+			var se *planexec.StepError
+			if !errors.As(err, &se) || se.Step != "s2" || se.Tool != "book_flight" {
+				t.Errorf("err = %v, want a *StepError for s2 too", err)
+			}
+			if !errors.Is(err, boom) {
+				t.Errorf("err = %v does not wrap the tool's error", err)
+			}
+			if res == nil {
+				t.Fatal("no result, though s1 ran")
+			}
+			s2 := res.Steps["s2"]
+			if s2.Status != planexec.StepInDoubt || s2.Key != ioe.Key {
+				t.Errorf("s2 = %+v, want in_doubt under the error's key %v", s2, ioe.Key)
+			}
+			if seen := r.Calls()[len(r.Calls())-1].Key; seen != "" && seen != ioe.Key.Digest {
+				t.Errorf("the tool ran under key %s, the error names %s", seen, ioe.Key.Digest)
+			}
+		})
 	}
 }

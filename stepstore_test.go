@@ -1,51 +1,38 @@
 package planexec_test
 
+// A store that keeps plans and claims in one database writes a step's claim
+// and its record in one transaction: both or neither.
+
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
 )
 
-// sharedStore is one value that is both stores, as a database-backed store
-// is; it counts how each step was written.
-type sharedStore struct {
-	*planexec.MemoryPlanStore
-	idem *planexec.MemoryIdempotencyStore
+// stepsCounting is a memory store that counts how each step was written.
+type stepsCounting struct {
+	*memory.Store
 
 	mu                        sync.Mutex
 	together, apart, released int
 	failNextComplete          error
 }
 
-func newSharedStore() *sharedStore {
-	return &sharedStore{MemoryPlanStore: &planexec.MemoryPlanStore{}, idem: &planexec.MemoryIdempotencyStore{}}
-}
+func newStepsCounting() *stepsCounting { return &stepsCounting{Store: memory.New()} }
 
-func (s *sharedStore) Claim(ctx context.Context, r planexec.ClaimRequest) (planexec.Claim, error) {
-	return s.idem.Claim(ctx, r)
-}
-func (s *sharedStore) Extend(ctx context.Context, k planexec.Key, e int64, l time.Duration) error {
-	return s.idem.Extend(ctx, k, e, l)
-}
-func (s *sharedStore) Complete(ctx context.Context, k planexec.Key, e int64, o json.RawMessage) error {
+func (s *stepsCounting) Complete(ctx context.Context, k planexec.Key, e int64, o json.RawMessage) error {
 	s.mu.Lock()
 	s.apart++
 	s.mu.Unlock()
-	return s.idem.Complete(ctx, k, e, o)
-}
-func (s *sharedStore) Release(ctx context.Context, k planexec.Key, e int64, inDoubt bool) error {
-	return s.idem.Release(ctx, k, e, inDoubt)
-}
-func (s *sharedStore) Resolve(ctx context.Context, k planexec.Key, r planexec.Resolution) error {
-	return s.idem.Resolve(ctx, k, r)
+	return s.Store.Complete(ctx, k, e, o)
 }
 
-func (s *sharedStore) CompleteStep(ctx context.Context, k planexec.Key, e int64, o json.RawMessage, run string, rec planexec.StepRecord) error {
+func (s *stepsCounting) CompleteStep(ctx context.Context, k planexec.Key, e int64, o json.RawMessage, run string, rec planexec.StepRecord) error {
 	s.mu.Lock()
 	s.together++
 	fail := s.failNextComplete
@@ -54,32 +41,32 @@ func (s *sharedStore) CompleteStep(ctx context.Context, k planexec.Key, e int64,
 	if fail != nil {
 		return fail // neither is written
 	}
-	if err := s.idem.Complete(ctx, k, e, o); err != nil {
-		return err
-	}
-	return s.SaveStep(ctx, k.Tenant, run, rec)
+	return s.Store.CompleteStep(ctx, k, e, o, run, rec)
 }
 
-func (s *sharedStore) ReleaseStep(ctx context.Context, k planexec.Key, e int64, inDoubt bool, run string, rec planexec.StepRecord) error {
+func (s *stepsCounting) ReleaseStep(ctx context.Context, k planexec.Key, e int64, inDoubt bool, run string, rec planexec.StepRecord) error {
 	s.mu.Lock()
 	s.released++
 	s.mu.Unlock()
-	if err := s.idem.Release(ctx, k, e, inDoubt); err != nil {
-		return err
-	}
-	return s.SaveStep(ctx, k.Tenant, run, rec)
+	return s.Store.ReleaseStep(ctx, k, e, inDoubt, run, rec)
+}
+
+func (s *stepsCounting) counts() (together, apart, released int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.together, s.apart, s.released
 }
 
 func TestAStoreHoldingPlansAndClaimsWritesEachStepInOneTransaction(t *testing.T) {
-	store := newSharedStore()
+	store := newStepsCounting()
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, edits(withPlans(store), withIdempotency(store)))
-	res, err := ex.Execute(context.Background(), tripPlan())
+	run, _ := newExecutor(t, r, withStore(store))
+	res, err := run.Execute(context.Background(), tripPlan())
 	if err != nil || !res.Complete {
 		t.Fatalf("Execute: %v", err)
 	}
-	if store.together != 2 || store.apart != 0 {
-		t.Errorf("steps written together %d times and apart %d times, want 2 and 0", store.together, store.apart)
+	if together, apart, _ := store.counts(); together != 2 || apart != 0 {
+		t.Errorf("steps written together %d times and apart %d times, want 2 and 0", together, apart)
 	}
 	rec, err := store.LoadPlan(context.Background(), "acme", "run-1")
 	if err != nil || rec.Steps["s2"].Status != planexec.StepDone || rec.Steps["s2"].Key != res.Steps["s2"].Key.Digest {
@@ -88,19 +75,19 @@ func TestAStoreHoldingPlansAndClaimsWritesEachStepInOneTransaction(t *testing.T)
 }
 
 func TestAFailedStepIsReleasedAndRecordedInOneTransaction(t *testing.T) {
-	store := newSharedStore()
+	store := newStepsCounting()
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "book_flight" {
 			return errors.New("gateway timeout")
 		}
 		return nil
 	}}
-	ex, _ := newExecutor(t, r, edits(withPlans(store), withIdempotency(store)))
-	if _, err := ex.Execute(context.Background(), tripPlan()); err == nil {
+	run, _ := newExecutor(t, r, withStore(store))
+	if _, err := run.Execute(context.Background(), tripPlan()); err == nil {
 		t.Fatal("Execute succeeded with a failing booking")
 	}
-	if store.released != 1 {
-		t.Errorf("ReleaseStep called %d times, want 1", store.released)
+	if _, _, released := store.counts(); released != 1 {
+		t.Errorf("ReleaseStep called %d times, want 1", released)
 	}
 	rec, _ := store.LoadPlan(context.Background(), "acme", "run-1")
 	if rec.Steps["s2"].Status != planexec.StepInDoubt {
@@ -109,11 +96,11 @@ func TestAFailedStepIsReleasedAndRecordedInOneTransaction(t *testing.T) {
 }
 
 func TestWhenTheJointWriteFailsNothingIsRecordedAsDone(t *testing.T) {
-	store := newSharedStore()
+	store := newStepsCounting()
 	store.failNextComplete = errors.New("connection reset")
 	r := &recorder{}
-	ex, _ := newExecutor(t, r, edits(withPlans(store), withIdempotency(store)))
-	_, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", `{"flight":"BA117","seats":1}`)}})
+	run, _ := newExecutor(t, r, withStore(store))
+	_, err := run.Execute(context.Background(), iOne(iBooking("s1")))
 	var ind *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ind) || !ind.InDoubt {
 		t.Fatalf("err = %v, want the irreversible step in doubt", err)
@@ -121,5 +108,33 @@ func TestWhenTheJointWriteFailsNothingIsRecordedAsDone(t *testing.T) {
 	rec, _ := store.LoadPlan(context.Background(), "acme", "run-1")
 	if s := rec.Steps["s1"]; s.Status == planexec.StepDone {
 		t.Errorf("s1 recorded as done although its write failed: %+v", s)
+	}
+}
+
+func TestAStoreWritingClaimsAndRecordsApartStillRecordsEachStep(t *testing.T) {
+	ctx := context.Background()
+	mem := memory.New()
+	r := &recorder{}
+	run, _ := newExecutor(t, r, withStore(storeApart{mem, mem}))
+	res, err := run.Execute(ctx, tripPlan())
+	if err != nil || !res.Complete {
+		t.Fatalf("Execute: %+v, %v", res, err)
+	}
+	rec, err := mem.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	for _, id := range []string{"s1", "s2"} {
+		if s := rec.Steps[id]; s.Status != planexec.StepDone || s.Key != res.Steps[id].Key.Digest {
+			t.Errorf("%s on record = %+v, want done under its key", id, s)
+		}
+	}
+	again, _ := newExecutor(t, r, withStore(storeApart{mem, mem}))
+	res, err = again.Execute(ctx, tripPlan())
+	if err != nil || !res.Steps["s2"].Replayed {
+		t.Errorf("a repeat: %+v, %v; want the booking replayed from its claim", res, err)
+	}
+	if n := callsOf(r, "book_flight"); n != 1 {
+		t.Errorf("book_flight called %d times, want once", n)
 	}
 }
