@@ -331,7 +331,7 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 	}
 	results := make(chan stepDone, n)
 	var errs []error
-	running, stopping, cancelled := 0, false, false
+	running, stopping, cancelled, notStarted := 0, false, false, false
 	done := ctx.Done()
 	for {
 		for !stopping && running < r.ex.cfg.Concurrency && len(ready) > 0 {
@@ -356,7 +356,9 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 				res.Steps[v.steps[d.i].step.ID] = d.res
 			}
 			if d.err != nil {
-				if d.err != errNotStarted {
+				if d.err == errNotStarted {
+					notStarted = true
+				} else {
 					errs = append(errs, d.err)
 				}
 				stopping = true
@@ -375,7 +377,10 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			errs = append(errs, context.Cause(ctx))
 		}
 	}
-	if !cancelled && ctx.Err() != nil && len(ready) > 0 {
+	// A step that found the run cancelled, or one left waiting, did not run:
+	// the run is not complete, whichever of the step and the cancellation
+	// was seen first.
+	if !cancelled && ctx.Err() != nil && (len(ready) > 0 || notStarted) {
 		errs = append(errs, context.Cause(ctx))
 	}
 	return errors.Join(errs...)
