@@ -161,7 +161,13 @@ func checkExponent(v reflect.Value) error {
 	if !v.CanInterface() {
 		return nil
 	}
-	if e := v.Interface().(decimal.Decimal).Exponent(); e > MaxDecimalExponent || e < -MaxDecimalExponent {
+	var e int32
+	if v.CanAddr() {
+		e = v.Addr().Interface().(*decimal.Decimal).Exponent() // no copy to allocate
+	} else {
+		e = v.Interface().(decimal.Decimal).Exponent()
+	}
+	if e > MaxDecimalExponent || e < -MaxDecimalExponent {
 		return errDecimalExponent
 	}
 	return nil
