@@ -31,8 +31,9 @@
 //   - float32 and float64 take any literal within their range, rounded
 //     as encoding/json rounds it.
 //
-// Numbers inside json.RawMessage values are only checked for syntax; they
-// reach the caller as written.
+// Numbers inside json.RawMessage values, and inside the values of other
+// types that decode themselves (json.Unmarshaler), are only checked for
+// syntax: they reach the caller, or that type's UnmarshalJSON, as written.
 //
 // Messages never quote the document: a key appears only in a path,
 // sanitised and shortened, and a value never appears at all, so violations
@@ -65,10 +66,9 @@ const (
 
 	// MaxDecimalDigits bounds a decimal: written out in full at its own
 	// scale, without leading zeros, it has at most this many digits. 38 is
-	// the largest precision of DECIMAL and NUMERIC in SQL Server, Oracle,
-	// Snowflake and BigQuery, and of the 128-bit decimals of Arrow and Spark
-	// (10^38 < 2^127): ample for money, and it keeps a decimal's rendering
-	// short.
+	// the largest precision of DECIMAL and NUMERIC in SQL Server, Oracle and
+	// Snowflake, and of the 128-bit decimals of Arrow and Spark (10^38 <
+	// 2^127): ample for money, and it keeps a decimal's rendering short.
 	MaxDecimalDigits = 38
 	// MaxBigIntDigits bounds a big.Int: at most this many digits, enough
 	// for any 256-bit value (2^256 has 78), the widest integers in common
