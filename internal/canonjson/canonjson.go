@@ -29,6 +29,13 @@
 //     exponent.
 //
 // Nesting deeper than 10000 levels is refused, as encoding/json does.
+//
+// Marshal renders Go values with encoding/json first, so a type with its
+// own MarshalJSON decides its text. decimal.Decimal writes its plain
+// digits as a string ("412.5"; equal decimals give equal text whatever
+// their scale), padding zeros included, so Marshal refuses a decimal whose
+// exponent is beyond ±MaxDecimalExponent rather than render, say, 1e10000
+// as 10001 digits.
 package canonjson
 
 import (
@@ -38,7 +45,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,8 +58,13 @@ import (
 const maxDepth = 10000
 
 // Marshal returns the canonical JSON of v: encoding/json's rendering of v
-// (no HTML escaping), re-encoded canonically.
+// (no HTML escaping), re-encoded canonically. It fails, before rendering
+// anything, when a decimal.Decimal or decimal.NullDecimal inside v has an
+// exponent beyond ±MaxDecimalExponent.
 func Marshal(v any) ([]byte, error) {
+	if err := checkDecimals(reflect.ValueOf(v), 0); err != nil {
+		return nil, err
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -385,40 +397,11 @@ const (
 )
 
 // appendNumber appends the canonical form of the number literal lit, which
-// jsonscan.ScanNumber accepted.
+// jsonscan.ScanNumber accepted. Its cost is linear in len(lit), whatever
+// the exponent.
 func appendNumber(dst, lit []byte) []byte {
-	neg := lit[0] == '-'
-	if neg {
-		lit = lit[1:]
-	}
-	// Split into integer digits, fraction digits and exponent digits.
-	i := 0
-	for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
-		i++
-	}
-	intPart := lit[:i]
-	var fracPart, expPart []byte
-	expNeg := false
-	if i < len(lit) && lit[i] == '.' {
-		j := i + 1
-		for j < len(lit) && lit[j] >= '0' && lit[j] <= '9' {
-			j++
-		}
-		fracPart = lit[i+1 : j]
-		i = j
-	}
-	if i < len(lit) {
-		// 'e' or 'E', then an optional sign and the digits.
-		i++
-		if lit[i] == '+' || lit[i] == '-' {
-			expNeg = lit[i] == '-'
-			i++
-		}
-		expPart = lit[i:]
-		for len(expPart) > 1 && expPart[0] == '0' {
-			expPart = expPart[1:]
-		}
-	}
+	n := jsonscan.SplitNumber(lit)
+	intPart, fracPart := n.Int, n.Frac
 
 	// The significant digits D run from the first to the last non-zero
 	// digit of intPart+fracPart; positions index that concatenation.
@@ -441,7 +424,7 @@ func appendNumber(dst, lit []byte) []byte {
 	if first < 0 {
 		return append(dst, '0')
 	}
-	if neg {
+	if n.Neg {
 		dst = append(dst, '-')
 	}
 	nd := last - first + 1
@@ -449,24 +432,25 @@ func appendNumber(dst, lit []byte) []byte {
 	// the written exponent is applied.
 	shift := int64(len(intPart) - 1 - last)
 
-	if len(expPart) > 18 {
+	if len(n.Exp) > 18 {
 		// The exponent does not fit in int64 arithmetic. Such a value is
 		// never written plainly: that would take a number of digits near
-		// the exponent's magnitude, far more than any input holds.
+		// the exponent's magnitude, far more than any input holds. As
+		// |shift| < len(lit) < 10^18 <= |exponent|, the sum keeps the
+		// exponent's sign.
 		dst = appendDigits(dst, digit, first, last)
-		e, _ := new(big.Int).SetString(string(expPart), 10)
-		if expNeg {
-			e.Neg(e)
-		}
-		e.Add(e, big.NewInt(shift))
 		dst = append(dst, 'e')
-		return e.Append(dst, 10)
+		if n.ExpNeg {
+			dst = append(dst, '-')
+			shift = -shift
+		}
+		return appendSum(dst, n.Exp, shift)
 	}
 	var exp int64
-	for _, c := range expPart {
+	for _, c := range n.Exp {
 		exp = exp*10 + int64(c-'0')
 	}
-	if expNeg {
+	if n.ExpNeg {
 		exp = -exp
 	}
 	e := exp + shift       // D × 10^e is the value
@@ -497,6 +481,47 @@ func appendNumber(dst, lit []byte) []byte {
 		dst = append(dst, '.')
 		return appendDigits(dst, digit, split, last)
 	}
+}
+
+// appendSum appends the decimal digits of x+s, where x is a run of decimal
+// digits without leading zeros and s is small enough that x+s > 0. It works
+// digit by digit in the appended copy, so its cost is linear in len(x)
+// where math/big would take time quadratic in it.
+func appendSum(dst, x []byte, s int64) []byte {
+	start := len(dst)
+	dst = append(dst, x...)
+	z := dst[start:]
+	if s >= 0 {
+		carry := uint64(s)
+		for i := len(z) - 1; i >= 0 && carry > 0; i-- {
+			d := uint64(z[i]-'0') + carry
+			z[i] = byte('0' + d%10)
+			carry = d / 10
+		}
+		for ; carry > 0; carry /= 10 {
+			// The sum has more digits than x: shift them right by one.
+			dst = append(dst, 0)
+			copy(dst[start+1:], dst[start:])
+			dst[start] = byte('0' + carry%10)
+		}
+		return dst
+	}
+	borrow := uint64(-s)
+	for i := len(z) - 1; i >= 0 && borrow > 0; i-- {
+		d := int64(z[i]-'0') - int64(borrow%10)
+		borrow /= 10
+		if d < 0 {
+			d += 10
+			borrow++
+		}
+		z[i] = byte('0' + d)
+	}
+	// Drop the leading zeros the subtraction may have left.
+	k := 0
+	for k < len(z)-1 && z[k] == '0' {
+		k++
+	}
+	return append(dst[:start], z[k:]...)
 }
 
 func appendDigits(dst []byte, digit func(int) byte, from, to int) []byte {

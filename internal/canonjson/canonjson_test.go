@@ -78,6 +78,13 @@ func TestCanonicalize(t *testing.T) {
 		{`1e00000000000000000000000000005`, `100000`},
 		{`1e123456789012345678901234567890`, `1e123456789012345678901234567890`},
 		{`120e-123456789012345678901234567890`, `12e-123456789012345678901234567889`},
+		// Exponents too long for int64: adjusted digit by digit.
+		{`10e9999999999999999999`, `1e10000000000000000000`},
+		{`0.01e10000000000000000000`, `1e9999999999999999998`},
+		{`0.01e-10000000000000000000`, `1e-10000000000000000002`},
+		{`-100e-10000000000000000000`, `-1e-9999999999999999998`},
+		{`1000000000000000000000e-1000000000000000000000`, `1e-999999999999999999979`},
+		{`1e-0000000000000000000000000`, `1`},
 		{`-0.5`, `-0.5`},
 		{`3.14159`, `3.14159`},
 		{`[1.0,1,1e0,10e-1]`, `[1,1,1,1]`},
@@ -94,6 +101,36 @@ func TestCanonicalize(t *testing.T) {
 		if !json.Valid(got) {
 			t.Errorf("%s: output %s is not valid JSON", tc.in, got)
 		}
+	}
+}
+
+// TestLongNumbers feeds numbers of a million digits: they must come out
+// exact and no longer than they went in (plus a few bytes), and the work
+// must stay linear (a quadratic algorithm would take minutes here).
+func TestLongNumbers(t *testing.T) {
+	const n = 1 << 20
+	r := strings.Repeat
+	tests := []struct {
+		name, in, want string
+	}{
+		{"digits", r("7", n), r("7", n)},
+		{"digits with a zero fraction", "-" + r("7", n) + ".000", "-" + r("7", n)},
+		{"fraction", "0." + r("0", n) + "5", "5e-" + fmt.Sprint(n+1)},
+		{"exponent", "1e1" + r("0", n), "1e1" + r("0", n)},
+		{"exponent carried through every digit", "10e" + r("9", n), "1e1" + r("0", n)},
+		{"exponent borrowed through every digit", "10e-1" + r("0", n), "1e-" + r("9", n)},
+		{"exponent with leading zeros", "5e" + r("0", n) + "3", "5000"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Canonicalize([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("got %d bytes starting %.20q, want %d bytes starting %.20q", len(got), got, len(tc.want), tc.want)
+			}
+		})
 	}
 }
 
@@ -234,12 +271,90 @@ func TestMarshalAndDigest(t *testing.T) {
 	}
 }
 
+func TestMarshalBoundsDecimals(t *testing.T) {
+	type inner struct {
+		Amount decimal.Decimal `json:"amount"`
+	}
+	type hidden struct{ Amount decimal.Decimal }
+	type order struct {
+		hidden
+		Lines []inner  `json:"lines"`
+		Tip   *inner   `json:"tip,omitempty"`
+		Meta  any      `json:"meta,omitempty"`
+		Note  string   `json:"note"`
+		skip  [1]inner // unexported: never rendered, never checked
+	}
+	big := decimal.New(1, 10000)
+	tiny := decimal.New(1, -10000)
+	edge := decimal.New(1, MaxDecimalExponent)
+	tests := []struct {
+		name string
+		v    any
+		ok   bool
+	}{
+		{"decimal 1e10000", big, false},
+		{"decimal 1e-10000", tiny, false},
+		{"decimal at the bound", edge, true},
+		{"decimal below the bound", decimal.New(-5, -MaxDecimalExponent), true},
+		{"decimal past the bound", decimal.New(1, MaxDecimalExponent+1), false},
+		{"zero with a huge exponent", decimal.New(0, 10000), false},
+		{"pointer", &big, false},
+		{"null decimal", decimal.NullDecimal{Decimal: big, Valid: true}, false},
+		{"null decimal that is null", decimal.NullDecimal{Decimal: big}, true},
+		{"valid null decimal", decimal.NewNullDecimal(decimal.RequireFromString("412.50")), true},
+		{"in a slice of structs", order{Lines: []inner{{}, {big}}}, false},
+		{"behind a pointer field", order{Tip: &inner{tiny}}, false},
+		{"in an interface", order{Meta: map[string]any{"x": []any{1, big}}}, false},
+		{"as a map key", map[decimal.Decimal]int{big: 1}, false},
+		{"promoted from an unexported embedded struct", order{hidden: hidden{big}}, false},
+		{"in an unexported field", order{skip: [1]inner{{big}}}, true},
+		{"ordinary order", order{Lines: []inner{{decimal.RequireFromString("412.50")}}, Note: "x"}, true},
+		{"no decimals at all", map[string]any{"a": []int{1, 2}}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Marshal(tc.v)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				if len(out) > 400 {
+					t.Errorf("rendered as %d bytes", len(out))
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "exponent is beyond") {
+				t.Fatalf("got %d bytes, error %v; want the decimal refused", len(out), err)
+			}
+			if strings.Contains(err.Error(), "10000") {
+				t.Errorf("error %q quotes the value", err)
+			}
+			if _, err := Digest(tc.v); err == nil {
+				t.Error("Digest accepted what Marshal refused")
+			}
+		})
+	}
+}
+
+func TestMarshalRefusesCyclesWithoutLooping(t *testing.T) {
+	type node struct {
+		D    decimal.Decimal `json:"d"`
+		Next *node           `json:"next"`
+	}
+	n := &node{}
+	n.Next = n
+	if _, err := Marshal(n); err == nil {
+		t.Fatal("cyclic value rendered")
+	}
+}
+
 func FuzzCanonicalize(f *testing.F) {
 	for _, s := range []string{
 		`{"b":1,"a":[1,2,{"d":null,"c":true}]}`, `412.50`, `4.1250e2`, `-0.0e-0`, `1e999999999`,
 		`"\u0041\ud83d\ude00\n\u001f"`, `{"a":1,"a":2}`, "\"\xff\"", `[`, `{"\u00e9":"é"}`,
 		`12345678901234567890.123`, `1e-7`, `0.000001`, `[1e21,1e20,1E+2]`, `"<\u2028>"`,
 		`{"a":{"b":{"c":[[],{}]}}}`, `1e123456789012345678901234567890`, `[1e20,1e-7,1e20]`,
+		`10e9999999999999999999`, `-0.01e-10000000000000000000`, `1000e-0000000000000000000000002`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -267,6 +382,12 @@ func FuzzCanonicalize(f *testing.F) {
 				t.Fatalf("number changed value: %q -> %q", doc, c)
 			}
 		}
+		if d1, e1, ok := scientific(doc); ok {
+			d2, e2, _ := scientific(c)
+			if d1 != d2 || e1.Cmp(e2) != 0 {
+				t.Fatalf("number changed value: %q -> %q", doc, c)
+			}
+		}
 		// "1e20" (4 bytes) becomes 21 bytes, the worst growth there is.
 		if len(c) > 6*len(doc)+32 {
 			t.Fatalf("output much longer than input: %d -> %d", len(doc), len(c))
@@ -288,6 +409,37 @@ func smallNumber(doc []byte) (*big.Rat, bool) {
 		return nil, false
 	}
 	return new(big.Rat).SetString(lit)
+}
+
+// scientific reads doc, when it is a lone number literal of at most 200
+// bytes, as ±D × 10^E with D free of leading and trailing zeros ("0" for
+// zero), using math/big for the exponent whatever its length.
+func scientific(doc []byte) (digits string, exp *big.Int, ok bool) {
+	lit := strings.TrimSpace(string(doc))
+	if lit == "" || len(lit) > 200 {
+		return "", nil, false
+	}
+	if end, _ := jsonscan.ScanNumber([]byte(lit), 0); end != len(lit) {
+		return "", nil, false
+	}
+	sign := ""
+	if lit[0] == '-' {
+		sign, lit = "-", lit[1:]
+	}
+	mant, e, _ := strings.Cut(strings.ToLower(lit), "e")
+	exp = new(big.Int)
+	if e != "" {
+		exp.SetString(strings.TrimPrefix(e, "+"), 10)
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	exp.Sub(exp, big.NewInt(int64(len(frac))))
+	d := strings.TrimLeft(intPart+frac, "0")
+	trimmed := strings.TrimRight(d, "0")
+	exp.Add(exp, big.NewInt(int64(len(d)-len(trimmed))))
+	if trimmed == "" {
+		return "0", new(big.Int), true
+	}
+	return sign + trimmed, exp, true
 }
 
 // TestNumberSpellings writes random values in several equivalent ways and

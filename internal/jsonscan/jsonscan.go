@@ -292,6 +292,53 @@ func ScanNumber(b []byte, i int) (end int, integer bool) {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
+// NumberParts is a number literal split into its parts. The slices point into
+// the literal.
+type NumberParts struct {
+	Neg  bool   // written with a leading '-'
+	Int  []byte // the integer digits: "0" or digits without a leading zero
+	Frac []byte // the digits after the '.', empty when there is no fraction
+	// ExpNeg and Exp give the exponent: Exp holds its digits without
+	// leading zeros, so it is empty when there is no exponent or it is 0.
+	ExpNeg bool
+	Exp    []byte
+}
+
+// SplitNumber splits lit, a literal that ScanNumber accepted in full, into
+// its parts. It does not allocate, and its cost is linear in len(lit).
+func SplitNumber(lit []byte) NumberParts {
+	var n NumberParts
+	i := 0
+	if i < len(lit) && lit[i] == '-' {
+		n.Neg = true
+		i++
+	}
+	j := i
+	for j < len(lit) && isDigit(lit[j]) {
+		j++
+	}
+	n.Int = lit[i:j]
+	if j < len(lit) && lit[j] == '.' {
+		i = j + 1
+		for j = i; j < len(lit) && isDigit(lit[j]); j++ {
+		}
+		n.Frac = lit[i:j]
+	}
+	if j < len(lit) {
+		// 'e' or 'E', an optional sign, then the digits.
+		j++
+		if j < len(lit) && (lit[j] == '+' || lit[j] == '-') {
+			n.ExpNeg = lit[j] == '-'
+			j++
+		}
+		for j < len(lit) && lit[j] == '0' {
+			j++
+		}
+		n.Exp = lit[j:]
+	}
+	return n
+}
+
 // ScanLiteral scans true, false or null starting at b[i] and returns the
 // offset just past it, or -1.
 func ScanLiteral(b []byte, i int) int {

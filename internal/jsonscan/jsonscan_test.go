@@ -67,6 +67,35 @@ func TestScanNumber(t *testing.T) {
 	}
 }
 
+func TestSplitNumber(t *testing.T) {
+	tests := []struct {
+		in            string
+		neg           bool
+		intPart, frac string
+		expNeg        bool
+		exp           string
+	}{
+		{`0`, false, "0", "", false, ""},
+		{`-0`, true, "0", "", false, ""},
+		{`412.50`, false, "412", "50", false, ""},
+		{`-1.5e-05`, true, "1", "5", true, "5"},
+		{`1E+10`, false, "1", "", false, "10"},
+		{`7e000`, false, "7", "", false, ""},
+		{`0.000e-0`, false, "0", "000", true, ""},
+		{`12e0010`, false, "12", "", false, "10"},
+	}
+	for _, tc := range tests {
+		lit := []byte(tc.in)
+		if end, _ := ScanNumber(lit, 0); end != len(lit) {
+			t.Fatalf("%q: not a whole literal", tc.in)
+		}
+		n := SplitNumber(lit)
+		if n.Neg != tc.neg || string(n.Int) != tc.intPart || string(n.Frac) != tc.frac || n.ExpNeg != tc.expNeg || string(n.Exp) != tc.exp {
+			t.Errorf("%q: got {%v %q %q %v %q}", tc.in, n.Neg, n.Int, n.Frac, n.ExpNeg, n.Exp)
+		}
+	}
+}
+
 func TestScanLiteralAndKind(t *testing.T) {
 	for in, want := range map[string]int{"true": 4, "false,": 5, "null": 4, "nul": -1, "tru": -1, "x": -1, "": -1, "nulL": -1} {
 		if got := ScanLiteral([]byte(in), 0); got != want {

@@ -5,6 +5,7 @@ import (
 	"encoding"
 	"encoding/base64"
 	"encoding/json"
+	"math/big"
 	"reflect"
 	"strconv"
 	"strings"
@@ -83,7 +84,7 @@ func (s *state) value(c *codec, v reflect.Value, depth int) {
 		if s.literal() {
 			v.SetBool(ch == 't')
 		}
-	case kInt, kUint, kFloat, kDecimal:
+	case kInt, kUint, kFloat, kDecimal, kBigInt:
 		if jsonscan.KindOf(ch) != jsonscan.Number {
 			s.mismatch(c, depth)
 			return
@@ -192,7 +193,9 @@ func (s *state) str() ([]byte, bool) {
 	return s.scratch, true
 }
 
-// number consumes a number literal for an int, uint, float or decimal.
+// number consumes a number literal for an int, uint, float, decimal or
+// big.Int. Every bound is checked on the literal itself, in time linear in
+// its length, before anything parses it.
 func (s *state) number(c *codec, v reflect.Value) {
 	end, integer := jsonscan.ScanNumber(s.data, s.pos)
 	if end < 0 {
@@ -231,6 +234,8 @@ func (s *state) number(c *codec, v reflect.Value) {
 		}
 		v.SetUint(mag)
 	case kFloat:
+		// ParseFloat reads a long literal in linear time, rounding as
+		// encoding/json does.
 		f, err := strconv.ParseFloat(string(lit), c.bits)
 		if err != nil {
 			// The literal's syntax is already checked, so only range errors remain.
@@ -244,12 +249,32 @@ func (s *state) number(c *codec, v reflect.Value) {
 			s.violate(c.rangeMsg)
 			return
 		}
-		*v.Addr().Interface().(*decimal.Decimal) = d
+		switch p := v.Addr().Interface().(type) {
+		case *decimal.Decimal:
+			*p = d
+		case *decimal.NullDecimal:
+			*p = decimal.NullDecimal{Decimal: d, Valid: true}
+		}
+	case kBigInt:
+		if !integer {
+			s.violate("expected integer, got number with fraction or exponent")
+			return
+		}
+		digits := len(lit)
+		if lit[0] == '-' {
+			digits--
+		}
+		if digits > MaxBigIntDigits {
+			s.violate(c.rangeMsg)
+			return
+		}
+		v.Addr().Interface().(*big.Int).SetString(string(lit), 10)
 	}
 }
 
 // parseMagnitude reads an integer literal as sign and magnitude; ok is false
-// when the magnitude does not fit in 64 bits.
+// when the magnitude does not fit in 64 bits. It stops at the first digit
+// that overflows, so a long literal costs no more than a short one.
 func parseMagnitude(lit []byte) (neg bool, mag uint64, ok bool) {
 	if len(lit) > 0 && lit[0] == '-' {
 		neg, lit = true, lit[1:]
@@ -265,75 +290,70 @@ func parseMagnitude(lit []byte) (neg bool, mag uint64, ok bool) {
 }
 
 // parseDecimal turns a JSON number literal into a decimal holding exactly
-// the written digits and scale, like decimal.NewFromString. Short literals
-// skip NewFromString's string handling. The result's exponent must stay
-// within decimal.MaxDecodeExponent, the bound decimal itself applies
-// because rendering cost grows with the exponent.
-func parseDecimal(lit []byte) (decimal.Decimal, bool) {
-	i, neg := 0, false
-	if lit[0] == '-' {
-		i, neg = 1, true
+// the written digits and scale, as decimal.NewFromString would: 412.50 has
+// coefficient 41250 and exponent -2. ok is false when the decimal has more
+// than MaxDecimalDigits digits written out in full (see plainDigits); the
+// check reads the literal once and comes before any parsing, so neither a
+// long literal nor a large exponent costs more than reading it.
+func parseDecimal(lit []byte) (d decimal.Decimal, ok bool) {
+	n := jsonscan.SplitNumber(lit)
+	// The coefficient's digits: Int and Frac together, leading zeros
+	// dropped, trailing ones kept.
+	var coef [MaxDecimalDigits]byte
+	nd := 0
+	for _, part := range [...][]byte{n.Int, n.Frac} {
+		for _, c := range part {
+			if nd == 0 && c == '0' {
+				continue
+			}
+			if nd == len(coef) {
+				return decimal.Decimal{}, false // more digits than the bound
+			}
+			coef[nd] = c
+			nd++
+		}
 	}
-	var mant int64
+	// An exponent of 19 digits or more is beyond 10^18, so beyond any
+	// fraction that cancels it out: no document is that long.
+	if len(n.Exp) > 18 {
+		return decimal.Decimal{}, false
+	}
 	var exp int64
-	digits := 0
-	frac := false
-	fast := true
-	for ; i < len(lit); i++ {
-		c := lit[i]
-		if c == '.' {
-			frac = true
-			continue
-		}
-		if c == 'e' || c == 'E' {
-			break
-		}
-		digits++
-		if digits > 18 {
-			fast = false
-			break
-		}
-		mant = mant*10 + int64(c-'0')
-		if frac {
-			exp--
-		}
+	for _, c := range n.Exp {
+		exp = exp*10 + int64(c-'0')
 	}
-	if fast && i < len(lit) {
-		// Exponent part: sign, then digits; more than 9 digits cannot be
-		// in range, so leave those to the slow path to refuse.
-		i++
-		eneg := false
-		if lit[i] == '+' || lit[i] == '-' {
-			eneg = lit[i] == '-'
-			i++
-		}
-		for i < len(lit) && lit[i] == '0' {
-			i++
-		}
-		if len(lit)-i > 9 {
-			fast = false
-		} else {
-			var e int64
-			for ; i < len(lit); i++ {
-				e = e*10 + int64(lit[i]-'0')
-			}
-			if eneg {
-				e = -e
-			}
-			exp += e
-		}
+	if n.ExpNeg {
+		exp = -exp
 	}
-	if fast {
-		if exp > int64(decimal.MaxDecodeExponent) || exp < -int64(decimal.MaxDecodeExponent) {
-			return decimal.Decimal{}, false
-		}
-		if neg {
-			mant = -mant
-		}
-		return decimal.New(mant, int32(exp)), true
+	exp -= int64(len(n.Frac))
+	if plainDigits(nd, exp) > MaxDecimalDigits {
+		return decimal.Decimal{}, false
 	}
-	d, err := decimal.NewFromString(string(lit))
-	return d, err == nil
+	if nd <= 18 {
+		var m int64
+		for _, c := range coef[:nd] {
+			m = m*10 + int64(c-'0')
+		}
+		if n.Neg {
+			m = -m
+		}
+		return decimal.New(m, int32(exp)), true
+	}
+	b, _ := new(big.Int).SetString(string(coef[:nd]), 10)
+	if n.Neg {
+		b.Neg(b)
+	}
+	return decimal.NewFromBigInt(b, int32(exp)), true
+}
+
+// plainDigits is the number of digits of coefficient × 10^exp written out
+// in full at its scale, leading zeros not counted, where the coefficient
+// has nd digits (0 for zero): 412.50 has 5, 1e3 has 4, 0.001 has 3.
+func plainDigits(nd int, exp int64) int64 {
+	if exp >= 0 {
+		return int64(nd) + exp
+	}
+	return max(int64(nd), -exp)
 }
 
 // object checks a JSON object against struct codec c.

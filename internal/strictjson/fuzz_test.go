@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/planexec/planexec/internal/canonjson"
 )
 
 // problemRE lists every problem text the package may produce; anything
@@ -16,6 +18,8 @@ var problemRE = regexp.MustCompile(`^(unknown key|missing required key|duplicate
 	`expected (object|array|string|number|integer|boolean), got (object|array|string|number|boolean)|` +
 	`expected integer, got number with fraction or exponent|null is not allowed|` +
 	`(integer|number) out of range for [a-z0-9]+|not valid JSON|nesting deeper than [0-9]+|` +
+	`number out of range for decimal: more than 38 digits when written out in full|` +
+	`integer out of range for big\.Int: more than 78 digits|` +
 	`larger than [0-9]+ bytes|invalid UTF-8|invalid value|invalid RFC 3339 date-time|invalid key|invalid base64|expected exactly [0-9]+ items)$`)
 
 func FuzzDecode(f *testing.F) {
@@ -33,6 +37,11 @@ func FuzzDecode(f *testing.F) {
 		`{"name":"a","kids":[{"name":"b","next":{"name":"c"}}]}`,
 		`[1,2`, `{"a":`, `nul`, ``, `"x"`, `{"id":"t","passengers":[],"pair":[1,2,3]}`,
 		`{"id":"t","passengers":[],"when":"2024-05-01T10:00:00\u005a"}`,
+		`{"decimals":[412.50,1e37,1e38,1e-38,0e38,0.0001e4,99999999999999999999999999999999999999],"ints":[-0]}`,
+		`{"decimals":[1e10000,1e-99999999999999999999,1.00000000000000000000000000000000000000]}`,
+		`{"null":1.5e-3,"big":-115792089237316195423570985008687907853269984665640564039457584007913129639935,"bigs":[0,-0]}`,
+		`{"null":"1","big":1e3,"bigs":[1.0,1234567890123456789012345678901234567890123456789012345678901234567890123456789]}`,
+		`{"raw":[1e999999999,-0.0e-0,10e9999999999999999999],"tree":{"v":1,"kids":[{"v":2.50}]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -48,6 +57,10 @@ func FuzzDecode(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	numDec, err := For(reflect.TypeFor[numbers]())
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		var trip Trip
 		check(t, doc, tripDec.Decode(doc, &trip, Limits{}), &trip, new(Trip))
@@ -55,6 +68,16 @@ func FuzzDecode(f *testing.F) {
 		check(t, doc, nodeDec.Decode(doc, &node, Limits{MaxDepth: 6}), &node, new(Node))
 		var book Booking
 		check(t, doc, bookDec.Decode(doc, &book, Limits{}), &book, new(Booking))
+		var num numbers
+		check(t, doc, numDec.Decode(doc, &num, Limits{}), &num, new(numbers))
+		if len(num.Decimals) > 0 || num.Raw != nil {
+			// Accepted numbers render within a small multiple of the
+			// document: at worst 1e37 (5 bytes with its comma) becomes 38
+			// digits in quotes.
+			if canon, err := canonjson.Marshal(&num); err != nil || len(canon) > maxGrowth*len(doc)+64 {
+				t.Fatalf("canonical form of %q: %d bytes, %v", doc, len(canon), err)
+			}
+		}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"reflect"
 	"slices"
 	"strconv"
@@ -26,7 +27,8 @@ const (
 	kFloat
 	kString
 	kBytes   // []byte as a base64 string
-	kDecimal // decimal.Decimal from a number literal
+	kDecimal // decimal.Decimal or decimal.NullDecimal from a number literal
+	kBigInt  // big.Int from an integer literal
 	kJSON    // json.Unmarshaler (time.Time too, restricted to strings)
 	kText    // encoding.TextUnmarshaler from a string
 	kRaw     // json.RawMessage
@@ -71,6 +73,8 @@ const linearLimit = 8
 
 var (
 	decimalType     = reflect.TypeFor[decimal.Decimal]()
+	nullDecimalType = reflect.TypeFor[decimal.NullDecimal]()
+	bigIntType      = reflect.TypeFor[big.Int]()
 	timeType        = reflect.TypeFor[time.Time]()
 	rawType         = reflect.TypeFor[json.RawMessage]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -146,8 +150,11 @@ func (b *builder) codec(t reflect.Type, path string) (*codec, error) {
 func (b *builder) fill(c *codec, t reflect.Type, path string) error {
 	// Types with their own JSON meaning come first, as in encoding/json.
 	switch t {
-	case decimalType:
+	case decimalType, nullDecimalType:
 		c.kind = kDecimal
+		return nil
+	case bigIntType:
+		c.kind = kBigInt
 		return nil
 	case timeType:
 		c.kind, c.stringOnly = kJSON, true
@@ -241,7 +248,10 @@ func (c *codec) describe() {
 		c.rangeMsg = "number out of range for " + c.typ.Kind().String()
 	case kDecimal:
 		c.expect = "number"
-		c.rangeMsg = "number out of range for decimal"
+		c.rangeMsg = "number out of range for decimal: more than " + strconv.Itoa(MaxDecimalDigits) + " digits when written out in full"
+	case kBigInt:
+		c.expect = "integer"
+		c.rangeMsg = "integer out of range for big.Int: more than " + strconv.Itoa(MaxBigIntDigits) + " digits"
 	case kString, kBytes, kText:
 		c.expect = "string"
 	case kJSON:

@@ -10,6 +10,31 @@
 // (no fraction for integers, no overflow), strings must be valid UTF-8,
 // and decimal.Decimal takes a JSON number literal digit for digit.
 //
+// # Numbers
+//
+// A number is checked against its bound on the literal as written, in time
+// linear in its length, before anything parses it, so that neither a long
+// run of digits nor a large exponent costs more than reading it:
+//
+//   - Integer types take what they hold: int64 from -2^63 to 2^63-1,
+//     uint64 up to 2^64-1, and so on for the narrower ones.
+//   - big.Int takes an integer literal of at most MaxBigIntDigits (78)
+//     digits, which holds any 256-bit value.
+//   - decimal.Decimal and decimal.NullDecimal take a number literal whose
+//     value, written out in full at its own scale, has at most
+//     MaxDecimalDigits (38) digits, not counting leading zeros: 412.50 has
+//     5, 1.5e3 has 4, 0.001 has 3, while 1e38 (39) and 1e-39 (39) are out
+//     of range. 38 digits is the largest precision of SQL DECIMAL and
+//     NUMERIC in many databases, so an accepted amount fits such a column
+//     exactly, and its plain rendering (what digests are built from) stays
+//     short: without the bound, 1e10000 (7 bytes) renders as 10001 digits.
+//   - float32 and float64 take any literal within their range, rounded
+//     as encoding/json rounds it.
+//
+// Numbers inside json.RawMessage values, and inside the values of other
+// types that decode themselves (json.Unmarshaler), are only checked for
+// syntax: they reach the caller, or that type's UnmarshalJSON, as written.
+//
 // Messages never quote the document: a key appears only in a path,
 // sanitised and shortened, and a value never appears at all, so violations
 // can be shown to the model that wrote the document, or logged, safely.
@@ -38,6 +63,17 @@ const (
 	MaxViolations = 32
 	// maxKeyBytes is how much of a key a path shows.
 	maxKeyBytes = 64
+
+	// MaxDecimalDigits bounds a decimal: written out in full at its own
+	// scale, without leading zeros, it has at most this many digits. 38 is
+	// the largest precision of DECIMAL and NUMERIC in SQL Server, Oracle and
+	// Snowflake, and of the 128-bit decimals of Arrow and Spark (10^38 <
+	// 2^127): ample for money, and it keeps a decimal's rendering short.
+	MaxDecimalDigits = 38
+	// MaxBigIntDigits bounds a big.Int: at most this many digits, enough
+	// for any 256-bit value (2^256 has 78), the widest integers in common
+	// use for ids, hashes and token amounts.
+	MaxBigIntDigits = 78
 )
 
 // Violation is one thing wrong with a document, at a JSON Pointer (RFC

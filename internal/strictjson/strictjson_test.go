@@ -186,9 +186,9 @@ func TestBookingViolations(t *testing.T) {
 		{"decimal as string", `{"flight":"BA123","seats":2,"amount":"412.50","date":"d"}`,
 			[]Violation{v("/amount", "expected number, got string")}},
 		{"decimal exponent beyond decimal's bound", `{"flight":"BA123","seats":2,"amount":1e999999999,"date":"d"}`,
-			[]Violation{v("/amount", "number out of range for decimal")}},
+			[]Violation{v("/amount", decimalRange)}},
 		{"decimal tiny exponent beyond bound", `{"flight":"BA123","seats":2,"amount":1e-10001,"date":"d"}`,
-			[]Violation{v("/amount", "number out of range for decimal")}},
+			[]Violation{v("/amount", decimalRange)}},
 		{"object for string", `{"flight":{"a":[1,2]},"seats":2,"amount":1,"date":"d"}`,
 			[]Violation{v("/flight", "expected string, got object")}},
 		{"array at root", `[1,2]`, []Violation{v("", "expected object, got array")}},
@@ -246,9 +246,9 @@ func TestDecimalExact(t *testing.T) {
 	}
 	for _, lit := range []string{
 		"412.50", "412.5", "0", "-0", "0.00", "-0.0", "1e2", "1E+2", "1.5e-3", "-12.345e1",
-		"12345678901234567890.123", "99999999999999999999999999999999.00000001",
+		"12345678901234567890.123", "999999999999999999999999999999.00000001",
 		"123456789012345678", "1234567890123456789", "0.000000000000000000001",
-		"-9223372036854775808", "9223372036854775807", "1e10000", "1e-10000",
+		"-9223372036854775808", "9223372036854775807", "1e37", "1e-38",
 	} {
 		got, viols := decode[D](t, `{"a":`+lit+`}`, Limits{})
 		if viols != nil {
