@@ -1,13 +1,18 @@
 package planexec_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/memory"
@@ -220,4 +225,71 @@ func BenchmarkExecuteWideDAG(b *testing.B) {
 	critical := float64(time.Duration(layers)*each) * float64(b.N)
 	b.ReportMetric(float64(executed)/critical, "makespan/critical")
 	b.ReportMetric(float64(bare)/critical, "bare/critical")
+}
+
+type benchAmounts struct {
+	Step    int               `json:"step"`
+	Amounts []decimal.Decimal `json:"amounts"`
+}
+
+// BenchmarkValidateHostileNumbers validates plans of about 1 MiB whose
+// arguments are numbers a hostile or runaway model might write, and reports
+// what validation allocates and spends per byte of plan: it must stay linear,
+// whatever the numbers.
+func BenchmarkValidateHostileNumbers(b *testing.B) {
+	const planBytes, steps = 1 << 20, 24
+	ex, err := planexec.NewExecutor(planexec.Config{
+		Tools:  []*planexec.Tool{planexec.MustTool("pay", "Pay amounts.", func(context.Context, benchAmounts) (int, error) { return 0, nil })},
+		Limits: planexec.Limits{MaxPlanBytes: 2 * planBytes},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := benchRun(b, ex, "hostile")
+	for _, c := range []struct {
+		name, number string
+		refused      bool
+	}{
+		{"huge exponents", "1e10000", true},
+		{"long digit strings", strings.Repeat("9", 4000), true},
+		{"longest accepted", "12345678901234567890.123456789012345678", false},
+		{"small", "412.50", false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			per := planBytes / steps
+			var args bytes.Buffer
+			args.WriteString(`{"amounts":[`)
+			for args.Len()+len(c.number)+3 < per {
+				if args.Len() > len(`{"amounts":[`) {
+					args.WriteByte(',')
+				}
+				args.WriteString(c.number)
+			}
+			args.WriteString(`]}`)
+			plan := planexec.Plan{Steps: make([]planexec.Step, steps)}
+			size := 0
+			for i := range plan.Steps {
+				a := fmt.Appendf(nil, `{"step":%d,`, i)
+				a = append(a, args.Bytes()[1:]...)
+				plan.Steps[i] = planexec.Step{ID: fmt.Sprintf("s%d", i), Tool: "pay", Arguments: a}
+				size += len(a)
+			}
+			if err := run.Validate(plan); (err != nil) != c.refused || (c.refused && !errors.Is(err, planexec.ReasonArguments)) {
+				b.Fatalf("Validate = %v, want refused: %v", err, c.refused)
+			}
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			b.ResetTimer()
+			for b.Loop() {
+				_ = run.Validate(plan)
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&after)
+			n := float64(b.N)
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n/float64(size), "allocB/plan-B")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n/float64(size), "ns/plan-B")
+			b.ReportMetric(float64(size), "plan-B")
+		})
+	}
 }
