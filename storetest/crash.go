@@ -614,6 +614,10 @@ func (r *recovery) resume(ctx context.Context) bool {
 			switch err := ex.Resolve(ctx, ind.Key, res); {
 			case errors.Is(err, planexec.ErrInFlight):
 				wait = max(wait, crashLease)
+			case errors.Is(err, planexec.ErrCompleted) && res.Applied:
+				// The dead child's completion reached the database after
+				// its lease had run out (a commit in flight when it was
+				// killed): the record agrees with the effect.
 			case err != nil:
 				r.problem("resolving step %s (applied %v): %v", ind.Step, res.Applied, err)
 				return false
