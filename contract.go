@@ -80,6 +80,9 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 		return nil, &ConfigurationError{Tool: tool, Problem: err.Error()}
 	}
 	c.dec = dec
+	if err := checkTags(c.typ); err != nil {
+		return nil, &ConfigurationError{Tool: tool, Problem: err.Error()}
+	}
 	fields := topLevelFields(c.typ)
 	for _, k := range c.keyArgs {
 		if !slices.Contains(fields, k) {
@@ -144,7 +147,7 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	if vs := c.dec.Decode(raw, ptr, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes}); vs != nil {
 		return decoded{}, violations(vs)
 	}
-	if vs := ruleViolations(validate.Struct(ptr)); vs != nil {
+	if vs := checkValues(ptr); vs != nil {
 		return decoded{}, vs
 	}
 	canon, err := canonjson.Marshal(ptr)
@@ -177,22 +180,6 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	}
 	return d, nil
 }
-
-// validate is shared: it caches struct metadata and is safe for concurrent use.
-var validate = func() *validator.Validate {
-	v := validator.New(validator.WithRequiredStructEnabled())
-	v.RegisterTagNameFunc(func(f reflect.StructField) string {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			return ""
-		}
-		if name == "" {
-			return f.Name
-		}
-		return name
-	})
-	return v
-}()
 
 // ruleViolations turns validator errors into JSON Pointer violations. The
 // value that failed is never included: it came from the model.

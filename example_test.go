@@ -52,7 +52,7 @@ func ExampleNewContract() {
 	fmt.Println(string(c.Schema()))
 	// Output:
 	// book_flight true [flight]
-	// {"properties":{"flight":{"type":"string"},"seats":{"type":"integer"},"fare":{"type":"number"}},"additionalProperties":false,"type":"object","required":["flight","seats","fare"]}
+	// {"properties":{"flight":{"type":"string"},"seats":{"type":"integer","maximum":9,"minimum":1},"fare":{"type":"number"}},"additionalProperties":false,"type":"object","required":["flight","seats","fare"]}
 }
 
 // Validation refuses the whole plan, naming the step, the tool, the reason

@@ -48,9 +48,9 @@ import (
 // The tools' arguments: each contract is generated from one of these.
 
 type FlightSearch struct {
-	Origin      string `json:"origin" validate:"len=3" jsonschema:"description=IATA airport code"`
-	Destination string `json:"destination" validate:"len=3" jsonschema:"description=IATA airport code"`
-	Date        string `json:"date" jsonschema:"description=departure date, YYYY-MM-DD"`
+	Origin      string `json:"origin" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Destination string `json:"destination" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Date        string `json:"date" jsonschema_description:"departure date, YYYY-MM-DD"`
 }
 
 type RoomHold struct {
