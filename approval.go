@@ -22,7 +22,9 @@ type ApprovalRequest struct {
 	Tool     string
 	Intent   string
 	// Arguments are the validated arguments as canonical JSON, for showing to
-	// the person deciding. They came from the model: keep them out of logs.
+	// the person deciding, except that a decimal keeps the scale it was
+	// written with ("412.50", where ArgumentsDigest digests 412.5). They came
+	// from the model: keep them out of logs.
 	Arguments       json.RawMessage
 	ArgumentsDigest string
 	Irreversible    bool

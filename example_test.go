@@ -97,7 +97,7 @@ func ExampleExecutor_Execute() {
 	}
 	fmt.Println(pnr, "approved by", res.Steps["s1"].ApprovedBy, "complete:", res.Complete)
 	// Output:
-	// asked: book_flight {"fare":"412.5","flight":"BA117","seats":1} (the tool is irreversible)
+	// asked: book_flight {"fare":"412.50","flight":"BA117","seats":1} (the tool is irreversible)
 	// PNR-BA117 x1 at 412.50 approved by dana complete: true
 }
 
