@@ -218,10 +218,11 @@ func (w *ruleWalk) structType(t reflect.Type, at string) error {
 // field checks one field's tag level by level: the rules before the first
 // dive apply to the field, those after it to its elements, and so on.
 func (w *ruleWalk) field(tag string, t reflect.Type, path string) error {
+	where := pathOrRoot(path)
 	at := func(format string, args ...any) error {
-		return fmt.Errorf("field %s: "+format, append([]any{pathOrRoot(path)}, args...)...)
+		return fmt.Errorf("field %s: "+format, append([]any{where}, args...)...)
 	}
-	elems := ""
+	depth := 0
 	var items []string
 	if tag != "" {
 		items = strings.Split(tag, ",")
@@ -250,7 +251,9 @@ func (w *ruleWalk) field(tag string, t reflect.Type, path string) error {
 				}
 				i = end
 			}
-			t, elems = c.Elem(), elems+" (its elements)"
+			t = c.Elem()
+			depth++
+			where = pathOrRoot(path) + " (" + strings.Repeat("elements of ", depth-1) + "its elements)"
 		case "keys":
 			return at(`"keys" must come right after "dive"`)
 		case "endkeys":
@@ -261,7 +264,7 @@ func (w *ruleWalk) field(tag string, t reflect.Type, path string) error {
 		default:
 			for _, alt := range strings.Split(it, "|") {
 				if err := w.rule(alt, t); err != nil {
-					return at("%s%s", err, elems)
+					return at("%s", err)
 				}
 			}
 		}
@@ -296,7 +299,7 @@ func (w *ruleWalk) rule(rule string, t reflect.Type) error {
 	if class == "decimal" {
 		if _, ok := decimalRules[name]; ok {
 			if _, err := decimalParams(name, param); err != nil {
-				return fmt.Errorf("rule %q does not apply to a decimal: %v", rule, err)
+				return fmt.Errorf("rule %q does not apply to a decimal: its parameter: %v", rule, err)
 			}
 			return nil
 		}
