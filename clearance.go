@@ -114,7 +114,7 @@ func (ex *Executor) approvalRequest(v *vplan, s *vstep, class, why string) (Appr
 	return ApprovalRequest{
 		RecordID: recordID, Tenant: d.Tenant, RunID: d.RunID, User: d.User, Agent: ex.cfg.Agent.Name,
 		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool, Intent: s.step.Intent,
-		Arguments: s.args.display, ArgumentsDigest: argsDigest, Irreversible: s.entry.contract.irreversible,
+		Arguments: s.args.display(), ArgumentsDigest: argsDigest, Irreversible: s.entry.contract.irreversible,
 		Class: class, Why: why,
 	}, nil
 }

@@ -135,7 +135,6 @@ func (c *Contract) Strict() bool { return c.strict }
 type decoded struct {
 	value     any    // the T the tool is called with
 	canonical []byte // canonical JSON of value: what approval records digest
-	display   []byte // canonical, but decimals at their written scale: what a person is shown
 	keyJSON   []byte // the part of it the idempotency key digests
 }
 
@@ -155,7 +154,7 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	if err != nil {
 		return decoded{}, []Violation{{Problem: "cannot be rendered as JSON"}}
 	}
-	d := decoded{value: c.deref(ptr), canonical: canon, keyJSON: canon, display: displayJSON(c.dec, ptr, canon)}
+	d := decoded{value: c.deref(ptr), canonical: canon, keyJSON: canon}
 	if len(c.keyArgs) == 0 {
 		return d, nil
 	}

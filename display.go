@@ -14,27 +14,37 @@ import (
 	"github.com/planexec/planexec/internal/strictjson"
 )
 
-// displayJSON renders validated arguments for a person to read: their
-// canonical JSON (canonical), except that each decimal is written at the
-// scale the model wrote it with: a fare written 412.50 shows "412.50", where
-// the canonical form, which digests use, has "412.5". Decimals stay JSON
-// strings, as in the canonical form, so no JSON reader turns them into
-// floating point on the way to the screen.
-//
-// ptr points to the value canonical was rendered from. A type without
-// decimals, or anything unexpected, gives canonical itself.
-func displayJSON(dec *strictjson.Decoder, ptr any, canonical []byte) []byte {
-	if !dec.HasDecimals() {
+// display renders the arguments for a person to read: their canonical JSON,
+// except that each decimal is written at the scale the model wrote it with:
+// a fare written 412.50 shows "412.50", where the canonical form, which
+// digests use, has "412.5". Decimals stay JSON strings, as in the canonical
+// form, so no JSON reader turns them into floating point on the way to the
+// screen. It is rendered when asked for (an approval request), not for
+// every step.
+func (d decoded) display() []byte {
+	return displayJSON(d.value, d.canonical)
+}
+
+// displayJSON is display for value, a contract's type, whose canonical JSON
+// is canonical. A type without decimals, or anything unexpected, gives
+// canonical itself.
+func displayJSON(value any, canonical []byte) []byte {
+	v := reflect.ValueOf(value)
+	if !v.IsValid() {
+		return canonical
+	}
+	dec, err := strictjson.For(v.Type()) // built with the contract: a lookup
+	if err != nil || !dec.HasDecimals() {
 		return canonical
 	}
 	var tree any
-	d := json.NewDecoder(bytes.NewReader(canonical))
-	d.UseNumber()
-	if d.Decode(&tree) != nil {
+	jd := json.NewDecoder(bytes.NewReader(canonical))
+	jd.UseNumber()
+	if jd.Decode(&tree) != nil {
 		return canonical
 	}
 	changed := false
-	dec.Decimals(reflect.ValueOf(ptr).Elem(), func(path []string, x decimal.Decimal) {
+	dec.Decimals(v, func(path []string, x decimal.Decimal) {
 		if setDecimal(tree, path, x) {
 			changed = true
 		}

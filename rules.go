@@ -115,14 +115,39 @@ func builtinRule(fl validator.FieldLevel, tag string) bool {
 	if !f.CanInterface() {
 		return false
 	}
-	rule := tag
-	if p := fl.Param(); p != "" {
-		// The validator unescaped these when it parsed the tag; the rule is
-		// parsed again.
-		rule += "=" + strings.NewReplacer(",", "0x2C", "|", "0x7C").Replace(p)
-	}
-	return builtinRules.Var(f.Interface(), rule) == nil
+	return builtinRules.Var(f.Interface(), builtinTag(tag, fl.Param())) == nil
 }
+
+// builtinTags caches, per tag, the rule text for each parameter: building
+// it on every check would cost an allocation per rule and value.
+var builtinTags = func() map[string]*sync.Map {
+	m := make(map[string]*sync.Map, len(decimalRules))
+	for tag := range decimalRules {
+		m[tag] = new(sync.Map)
+	}
+	return m
+}()
+
+// builtinTag is the validate tag that runs rule tag with parameter param.
+func builtinTag(tag, param string) string {
+	if param == "" {
+		return tag
+	}
+	if rule, ok := builtinTags[tag].Load(param); ok {
+		return rule.(string)
+	}
+	rule := tag + "=" + paramEscaper.Replace(param)
+	builtinTags[tag].Store(param, rule)
+	return rule
+}
+
+// The validator writes "," and "|" inside a parameter as 0x2C and 0x7C, and
+// unescapes them when it parses a tag. A parameter that goes back into a tag
+// is escaped again.
+var (
+	paramEscaper   = strings.NewReplacer(",", "0x2C", "|", "0x7C")
+	paramUnescaper = strings.NewReplacer("0x2C", ",", "0x7C", "|")
+)
 
 // decimalParamCache holds parsed parameters by tag and text. Parameters come
 // from struct tags, so it stays as small as the contracts' rules.
@@ -284,7 +309,7 @@ func (w *ruleWalk) field(tag string, t reflect.Type, path string) error {
 // rule checks one rule (name, or name=param) against t.
 func (w *ruleWalk) rule(rule string, t reflect.Type) error {
 	name, param, _ := strings.Cut(rule, "=")
-	param = strings.NewReplacer("0x2C", ",", "0x7C", "|").Replace(param)
+	param = paramUnescaper.Replace(param)
 	if name == "" {
 		return fmt.Errorf("rule %q has no name", rule)
 	}

@@ -331,7 +331,7 @@ func ruleLevels(tag string) []ruleLevel {
 		case strings.Contains(it, "|"):
 		default:
 			name, param, _ := strings.Cut(it, "=")
-			param = strings.NewReplacer("0x2C", ",", "0x7C", "|").Replace(param)
+			param = paramUnescaper.Replace(param)
 			cur.rules = append(cur.rules, [2]string{name, param})
 		}
 	}
