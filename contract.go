@@ -26,6 +26,20 @@ import (
 // type or a failed rule refuses the step. Nothing is coerced, trimmed or
 // dropped. decimal.Decimal fields take JSON numbers exactly.
 //
+// Every rule is checked against its field's type when the contract is
+// built: a rule that could not apply (gt on a bool, len on a decimal, an
+// unknown rule, min=abc, rules of slice elements without dive) is a
+// *ConfigurationError naming the field. Decimals (and pointers to them) take
+// gt, gte, lt, lte, min, max, eq, ne and oneof, compared exactly:
+// `validate:"gt=0,lte=1000"` refuses 1000.0000000000000001. The rules the
+// schema can say go into it, and the rest the model is told in words (see
+// Strict).
+//
+// Describe a field with a jsonschema_description tag, which keeps commas:
+// `jsonschema_description:"departure date, YYYY-MM-DD"`. In the jsonschema
+// tag a comma separates options, so NewContract refuses a part it does not
+// know (the rest of a description cut at a comma) rather than drop it.
+//
 // A Contract is immutable and safe to share between executors.
 type Contract struct {
 	tool         string
@@ -121,14 +135,24 @@ func (c *Contract) ArgumentType() reflect.Type { return c.typ }
 // property is listed as required (optional ones accept null) and no object
 // allows additional properties. The slice is shared: do not modify it.
 //
+// Value rules appear as the keywords strict mode accepts: minimum, maximum,
+// exclusiveMinimum and exclusiveMaximum for number and decimal bounds, enum
+// for oneof, minItems and maxItems for slice lengths, format for email,
+// uuid, ipv4 and ipv6. A string length (len, min, max) is said in the
+// field's description ("exactly 3 characters"), because strict mode rejects
+// minLength and maxLength.
+//
 // Some Go types have no strict-mode schema (a map, whose keys are free; a
-// json.RawMessage, which is any value; a length rule): see Strict.
+// json.RawMessage, which is any value; a minLength or other keyword strict
+// mode rejects written in a jsonschema tag): see Strict.
 func (c *Contract) Schema() json.RawMessage { return c.schema }
 
 // Strict reports whether Schema stays within what strict structured-output
-// modes accept. When a plan may use a tool whose contract is not strict, the
-// planner asks the model for the plan without strict enforcement; the
-// executor validates it in full either way.
+// modes accept, as OpenAI's Structured Outputs define it. When a plan may use
+// a tool whose contract is not strict, the planner asks the model for the
+// plan without strict enforcement; the executor validates it in full either
+// way. (Anthropic's constrained decoding accepts less, no numeric bounds
+// among it: its adapter moves those into descriptions.)
 func (c *Contract) Strict() bool { return c.strict }
 
 // decoded is one step's arguments after its contract accepted them.

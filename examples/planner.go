@@ -56,14 +56,14 @@ type FlightSearch struct {
 type RoomHold struct {
 	Hotel    string          `json:"hotel"`
 	Nights   int             `json:"nights" validate:"min=1,max=30"`
-	Total    decimal.Decimal `json:"total"`
+	Total    decimal.Decimal `json:"total" validate:"gt=0"`
 	Currency string          `json:"currency" validate:"len=3"`
 }
 
 type Booking struct {
 	Flight   string          `json:"flight"`
 	Seats    int             `json:"seats" validate:"min=1,max=9"`
-	Fare     decimal.Decimal `json:"fare"`
+	Fare     decimal.Decimal `json:"fare" validate:"gt=0"`
 	Currency string          `json:"currency" validate:"len=3"`
 }
 
