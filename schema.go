@@ -194,8 +194,11 @@ func recursive(t reflect.Type, visiting map[reflect.Type]bool) bool {
 //   - slices and arrays: len, min, max, gt, gte, lt, lte → minItems, maxItems.
 //
 // A length rule on a string (len, min, max, gt, gte, lt, lte) would be
-// minLength and maxLength, which strict mode rejects: it is written into the
-// description instead ("exactly 3 characters"), which every mode accepts.
+// minLength and maxLength, which are not in that list (OpenAI itself is
+// reported to accept them, but servers that speak its API document them as
+// unsupported): it is written into the description instead ("exactly 3
+// characters"), which every mode accepts. Anthropic's constrained decoding
+// accepts less still; llm/anthropic moves the rest into words the same way.
 // Rules joined with "|", rules on map keys and rules behind omitempty (the
 // empty value passes them) are not written, except omitempty on an optional
 // field, whose empty value the model writes as null. The validator stays
