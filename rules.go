@@ -271,7 +271,7 @@ func (w *ruleWalk) field(tag string, t reflect.Type, path string) error {
 				if end == len(items) {
 					return at(`"keys" has no "endkeys"`)
 				}
-				if err := w.field(strings.Join(items[i+2:end], ","), c.Key(), path); err != nil {
+				if err := w.field(strings.Join(items[i+2:end], ","), c.Key(), path+" (its keys)"); err != nil {
 					return err
 				}
 				i = end
