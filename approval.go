@@ -21,8 +21,10 @@ type ApprovalRequest struct {
 	StepID   string
 	Tool     string
 	Intent   string
-	// Arguments are the validated arguments as JSON, for showing to the
-	// person deciding. They came from the model: keep them out of logs.
+	// Arguments are the validated arguments as canonical JSON, for showing to
+	// the person deciding, except that a decimal keeps the scale it was
+	// written with ("412.50", where ArgumentsDigest digests 412.5). They came
+	// from the model: keep them out of logs.
 	Arguments       json.RawMessage
 	ArgumentsDigest string
 	Irreversible    bool

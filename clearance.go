@@ -114,7 +114,7 @@ func (r *Run) approvalRequest(v *vplan, s *vstep, class, why string) (ApprovalRe
 	return ApprovalRequest{
 		ID: recordID, Tenant: d.Tenant, RunID: d.RunID, User: d.User, Agent: d.Agent,
 		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool, Intent: s.step.Intent,
-		Arguments: s.args.canonical, ArgumentsDigest: argsDigest, Irreversible: s.tool.contract.irreversible,
+		Arguments: s.args.display(), ArgumentsDigest: argsDigest, Irreversible: s.tool.contract.irreversible,
 		Class: class, Why: why,
 	}, nil
 }

@@ -8,11 +8,8 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"unicode"
 
 	"github.com/go-playground/validator/v10"
-	"github.com/invopop/jsonschema"
-	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec/internal/canonjson"
 	"github.com/planexec/planexec/internal/strictjson"
@@ -28,6 +25,20 @@ import (
 // duplicate key, a missing required key (one without omitempty), a wrong JSON
 // type or a failed rule refuses the step. Nothing is coerced, trimmed or
 // dropped. decimal.Decimal fields take JSON numbers exactly.
+//
+// Every rule is checked against its field's type when the contract is
+// built: a rule that could not apply (gt on a bool, len on a decimal, an
+// unknown rule, min=abc, rules of slice elements without dive) is a
+// *ConfigurationError naming the field. Decimals (and pointers to them) take
+// gt, gte, lt, lte, min, max, eq, ne and oneof, compared exactly:
+// `validate:"gt=0,lte=1000"` refuses 1000.0000000000000001. The rules the
+// schema can say go into it, and the rest the model is told in words (see
+// Strict).
+//
+// Describe a field with a jsonschema_description tag, which keeps commas:
+// `jsonschema_description:"departure date, YYYY-MM-DD"`. In the jsonschema
+// tag a comma separates options, so NewContract refuses a part it does not
+// know (the rest of a description cut at a comma) rather than drop it.
 //
 // A Contract is immutable and safe to share between executors. A tool carries
 // its own (see NewTool and Tool.Contract); NewContract builds one alone, for a
@@ -90,6 +101,9 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 		return nil, &ConfigurationError{Tool: tool, Why: err.Error()}
 	}
 	c.dec = dec
+	if err := checkTags(c.typ); err != nil {
+		return nil, &ConfigurationError{Tool: tool, Why: err.Error()}
+	}
 	fields := topLevelFields(c.typ)
 	for _, k := range c.keyArgs {
 		if !slices.Contains(fields, k) {
@@ -118,14 +132,24 @@ func (c *Contract) KeyArguments() []string { return slices.Clone(c.keyArgs) }
 // property is listed as required (optional ones accept null) and no object
 // allows additional properties. The slice is shared: do not modify it.
 //
+// Value rules appear as the keywords strict mode accepts: minimum, maximum,
+// exclusiveMinimum and exclusiveMaximum for number and decimal bounds, enum
+// for oneof, minItems and maxItems for slice lengths, format for email,
+// uuid, ipv4 and ipv6. A string length (len, min, max) is said in the
+// field's description ("exactly 3 characters"), because strict mode rejects
+// minLength and maxLength.
+//
 // Some Go types have no strict-mode schema (a map, whose keys are free; a
-// json.RawMessage, which is any value; a length rule): see Strict.
+// json.RawMessage, which is any value; a minLength or other keyword strict
+// mode rejects written in a jsonschema tag): see Strict.
 func (c *Contract) Schema() json.RawMessage { return c.schema }
 
 // Strict reports whether Schema stays within what strict structured-output
-// modes accept. When a plan may use a tool whose contract is not strict, the
-// planner asks the model for the plan without strict enforcement; the
-// executor validates it in full either way.
+// modes accept, as OpenAI's Structured Outputs define it. When a plan may use
+// a tool whose contract is not strict, the planner asks the model for the
+// plan without strict enforcement; the executor validates it in full either
+// way. (Anthropic's constrained decoding accepts less, no numeric bounds
+// among it: its adapter moves those into descriptions.)
 func (c *Contract) Strict() bool { return c.strict }
 
 // Check holds arguments to the contract as validation would, without an
@@ -154,7 +178,7 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	if vs := c.dec.Decode(raw, ptr, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes}); vs != nil {
 		return decoded{}, violations(vs)
 	}
-	if vs := ruleViolations(validate.Struct(ptr)); vs != nil {
+	if vs := checkValues(ptr); vs != nil {
 		return decoded{}, vs
 	}
 	canon, err := canonjson.Marshal(ptr)
@@ -187,22 +211,6 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	}
 	return d, nil
 }
-
-// validate is shared: it caches struct metadata and is safe for concurrent use.
-var validate = func() *validator.Validate {
-	v := validator.New(validator.WithRequiredStructEnabled())
-	v.RegisterTagNameFunc(func(f reflect.StructField) string {
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			return ""
-		}
-		if name == "" {
-			return f.Name
-		}
-		return name
-	})
-	return v
-}()
 
 // ruleViolations turns validator errors into JSON Pointer violations. The
 // value that failed is never included: it came from the model.
@@ -285,163 +293,4 @@ func topLevelFields(t reflect.Type) []string {
 		names = append(names, name)
 	}
 	return names
-}
-
-var decimalType = reflect.TypeFor[decimal.Decimal]()
-
-// strictSchema generates the JSON Schema of t with invopop/jsonschema and
-// makes it strict-mode ready.
-//
-// A recursive type cannot be inlined: its schema refers to definitions in
-// "$defs", named "<tool>.<Type>" so that the definitions of several tools can
-// share one document (see PlanSchema).
-func strictSchema(t reflect.Type, tool string) (schema json.RawMessage, strict bool, err error) {
-	rec := recursive(t, map[reflect.Type]bool{})
-	r := &jsonschema.Reflector{
-		Anonymous:      true,
-		DoNotReference: !rec,
-		ExpandedStruct: true,
-		Namer:          func(t reflect.Type) string { return tool + "." + definitionName(t) },
-		Mapper: func(t reflect.Type) *jsonschema.Schema {
-			if t == decimalType {
-				return &jsonschema.Schema{Type: "number"}
-			}
-			return nil
-		},
-	}
-	s := r.ReflectFromType(t)
-	s.Version = ""
-	seen := map[*jsonschema.Schema]bool{}
-	strict = strictify(s, seen)
-	if rec {
-		// The root is expanded in place, but a recursive type refers to
-		// itself by name: give it a definition too.
-		name := tool + "." + definitionName(t)
-		if s.Definitions == nil {
-			s.Definitions = jsonschema.Definitions{}
-		}
-		if _, ok := s.Definitions[name]; !ok {
-			self := *s
-			self.Definitions = nil
-			seen[&self] = true
-			s.Definitions[name] = &self
-		}
-	}
-	for _, d := range s.Definitions {
-		if !strictify(d, seen) {
-			strict = false
-		}
-	}
-	schema, err = json.Marshal(s)
-	return schema, strict, err
-}
-
-// strictify lists every property as required and lets the optional ones be
-// null, which is how strict structured-output modes express "optional" (it
-// matches the decoder: an optional field may be absent or null), and drops
-// annotations strict modes reject. It reports whether the schema is within
-// what strict modes accept: a map, a raw JSON value or a length rule is not.
-func strictify(s *jsonschema.Schema, seen map[*jsonschema.Schema]bool) (strict bool) {
-	if s == nil || seen[s] {
-		return true
-	}
-	seen[s] = true
-	strict = true
-	sub := func(x *jsonschema.Schema) {
-		if x == jsonschema.TrueSchema || (x != nil && x.Type == "" && x.Ref == "" && x.AnyOf == nil && x.Enum == nil && x.Const == nil && x.Properties == nil) {
-			strict = false // any JSON value at all: strict modes cannot say it
-		}
-		if !strictify(x, seen) {
-			strict = false
-		}
-	}
-	// Annotations strict modes reject and nothing here relies on.
-	s.Default, s.Examples, s.ContentEncoding, s.ContentMediaType = nil, nil, "", ""
-	s.Deprecated, s.ReadOnly, s.WriteOnly = false, false, false
-	if s.OneOf != nil || s.AllOf != nil || s.Not != nil || s.If != nil || s.PatternProperties != nil ||
-		s.MinLength != nil || s.MaxLength != nil || s.MinProperties != nil || s.MaxProperties != nil || s.UniqueItems {
-		strict = false
-	}
-	if s.Properties != nil {
-		required := map[string]bool{}
-		for _, r := range s.Required {
-			required[r] = true
-		}
-		all := make([]string, 0, s.Properties.Len())
-		for pair := s.Properties.Oldest(); pair != nil; pair = pair.Next() {
-			all = append(all, pair.Key)
-			sub(pair.Value)
-			if !required[pair.Key] {
-				pair.Value = &jsonschema.Schema{
-					Description: pair.Value.Description,
-					AnyOf:       []*jsonschema.Schema{pair.Value, {Type: "null"}},
-				}
-				s.Properties.Set(pair.Key, pair.Value)
-			}
-		}
-		s.Required = all
-		if s.AdditionalProperties == nil {
-			s.AdditionalProperties = jsonschema.FalseSchema
-		}
-	}
-	if s.AdditionalProperties != nil && s.AdditionalProperties != jsonschema.FalseSchema {
-		// A map: its keys are free, which strict modes cannot express.
-		strict = false
-		if s.AdditionalProperties != jsonschema.TrueSchema {
-			strictify(s.AdditionalProperties, seen)
-		}
-	}
-	if s.Items != nil {
-		sub(s.Items)
-	}
-	for _, x := range s.AnyOf {
-		sub(x)
-	}
-	for _, x := range s.OneOf {
-		strictify(x, seen)
-	}
-	for _, x := range s.AllOf {
-		strictify(x, seen)
-	}
-	return strict
-}
-
-// definitionName names a type's definition: its own name, or for an unnamed
-// type (a slice of a recursive struct, say) its spelling with the characters
-// a definition name should not hold replaced, so two such types never share a
-// definition.
-func definitionName(t reflect.Type) string {
-	if t.Name() != "" {
-		return t.Name()
-	}
-	return strings.Map(func(r rune) rune {
-		if r == '_' || r == '.' || unicode.IsLetter(r) || unicode.IsDigit(r) {
-			return r
-		}
-		return '_'
-	}, t.String())
-}
-
-// recursive reports whether t refers to itself, in which case the schema must
-// use references instead of inlining.
-func recursive(t reflect.Type, visiting map[reflect.Type]bool) bool {
-	switch t.Kind() {
-	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
-		return recursive(t.Elem(), visiting)
-	case reflect.Struct:
-		if t == decimalType {
-			return false
-		}
-		if visiting[t] {
-			return true
-		}
-		visiting[t] = true
-		defer delete(visiting, t)
-		for i := 0; i < t.NumField(); i++ {
-			if recursive(t.Field(i).Type, visiting) {
-				return true
-			}
-		}
-	}
-	return false
 }

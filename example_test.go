@@ -69,7 +69,7 @@ func ExampleNewTool() {
 	fmt.Println(string(c.Schema()))
 	// Output:
 	// book_flight true [flight]
-	// {"properties":{"flight":{"type":"string"},"seats":{"type":"integer"},"fare":{"type":"number"}},"additionalProperties":false,"type":"object","required":["flight","seats","fare"]}
+	// {"properties":{"flight":{"type":"string"},"seats":{"type":"integer","maximum":9,"minimum":1},"fare":{"type":"number"}},"additionalProperties":false,"type":"object","required":["flight","seats","fare"]}
 }
 
 // A contract can be tested on its own, without an executor: Check holds raw
@@ -131,7 +131,7 @@ func ExampleNewExecutor() {
 		fmt.Println(strings.TrimSpace(fmt.Sprint(e.Kind, " ", e.StepID)))
 	}
 	// Output:
-	// asked: book_flight {"fare":"412.5","flight":"BA117","seats":1} (the tool is irreversible)
+	// asked: book_flight {"fare":"412.50","flight":"BA117","seats":1} (the tool is irreversible)
 	// PNR-BA117 x1 at 412.50 | approved by dana | complete: true
 	// PLANNED
 	// APPROVAL_REQUIRED book
@@ -250,7 +250,7 @@ func ExampleRun_Do() {
 	}
 	fmt.Println("bookings made:", booked.Load(), "| plans asked for:", len(model.Requests()))
 	// Output:
-	// asked: book_flight {"fare":"412.5","flight":"BA117","seats":1} (the tool is irreversible)
+	// asked: book_flight {"fare":"412.50","flight":"BA117","seats":1} (the tool is irreversible)
 	// request 1: complete true, booking replayed false
 	// request 2: complete true, booking replayed true
 	// bookings made: 1 | plans asked for: 1

@@ -304,3 +304,32 @@ func failOnce(r *recorder, tool string, err error) {
 	}
 	r.mu.Unlock()
 }
+
+// oneTool builds a run of an executor over one tool, name, taking A, with a
+// granting gate.
+func oneTool[A any](t testing.TB, name string, call func(context.Context, A) (string, error), opts ...planexec.ContractOption) (*planexec.Run, *approve) {
+	t.Helper()
+	tool, err := planexec.NewTool(name, "The "+name+" tool.", call, opts...)
+	if err != nil {
+		t.Fatalf("NewTool: %v", err)
+	}
+	gate := &approve{}
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tool}, Gate: gate})
+	if err != nil {
+		t.Fatalf("NewExecutor: %v", err)
+	}
+	run, err := ex.Run(planexec.Delegation{RunID: "run-1", Tenant: "acme", Agent: "a"})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return run, gate
+}
+
+// mustContract builds a contract for a test, or fails it.
+func mustContract[T any](name string, opts ...planexec.ContractOption) *planexec.Contract {
+	c, err := planexec.NewContract[T](name, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

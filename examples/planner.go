@@ -55,22 +55,22 @@ import (
 // The tools' arguments: each contract is generated from one of these.
 
 type FlightSearch struct {
-	Origin      string `json:"origin" validate:"len=3" jsonschema:"description=IATA airport code"`
-	Destination string `json:"destination" validate:"len=3" jsonschema:"description=IATA airport code"`
-	Date        string `json:"date" jsonschema:"description=departure date, YYYY-MM-DD"`
+	Origin      string `json:"origin" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Destination string `json:"destination" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Date        string `json:"date" jsonschema_description:"departure date, YYYY-MM-DD"`
 }
 
 type RoomHold struct {
 	Hotel    string          `json:"hotel"`
 	Nights   int             `json:"nights" validate:"min=1,max=30"`
-	Total    decimal.Decimal `json:"total"`
+	Total    decimal.Decimal `json:"total" validate:"gt=0"`
 	Currency string          `json:"currency" validate:"len=3"`
 }
 
 type Booking struct {
 	Flight   string          `json:"flight"`
 	Seats    int             `json:"seats" validate:"min=1,max=9"`
-	Fare     decimal.Decimal `json:"fare"`
+	Fare     decimal.Decimal `json:"fare" validate:"gt=0"`
 	Currency string          `json:"currency" validate:"len=3"`
 }
 

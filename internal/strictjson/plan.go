@@ -119,7 +119,7 @@ func For(t reflect.Type) (*Decoder, error) {
 	for typ, fc := range b.fresh {
 		codecs[typ] = fc
 	}
-	d := &Decoder{t: t, c: c}
+	d := &Decoder{t: t, c: c, decimals: holdsDecimal(c, map[*codec]bool{})}
 	decoders.Store(t, d)
 	return d, nil
 }

@@ -112,8 +112,9 @@ type Limits struct {
 // Decoder decodes one Go type strictly. It is built once per type by For
 // and is safe for concurrent use.
 type Decoder struct {
-	t reflect.Type
-	c *codec
+	t        reflect.Type
+	c        *codec
+	decimals bool // a value can hold a decimal.Decimal
 }
 
 // Type returns the Go type the Decoder decodes.

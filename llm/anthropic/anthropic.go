@@ -246,19 +246,26 @@ func (m *Model) params(req *llm.Request) (sdk.MessageNewParams, string, error) {
 	if req.Output == nil {
 		return p, "", nil
 	}
+	raw := []byte(req.Output.Schema)
+	if m.structured || (m.strict && req.Output.Strict) {
+		// Constrained decoding: structured output always, a tool when strict.
+		var err error
+		if raw, err = constrained(raw); err != nil {
+			return p, "", errors.New("anthropic: the output schema is not a JSON object")
+		}
+	}
 	var schema map[string]json.RawMessage
-	if err := json.Unmarshal(req.Output.Schema, &schema); err != nil || schema == nil {
+	if err := json.Unmarshal(raw, &schema); err != nil || schema == nil {
 		return p, "", errors.New("anthropic: the output schema is not a JSON object")
 	}
 	if t, ok := schema["type"]; ok && string(t) != `"object"` {
 		return p, "", errors.New(`anthropic: the output schema must describe an object ("type": "object")`)
 	}
 	if m.structured {
-		var format map[string]any
-		dec := json.NewDecoder(strings.NewReader(string(req.Output.Schema)))
-		dec.UseNumber()
-		if err := dec.Decode(&format); err != nil {
-			return p, "", errors.New("anthropic: the output schema is not a JSON object")
+		// Raw members, so numbers in the schema are sent as numbers.
+		format := make(map[string]any, len(schema))
+		for k, v := range schema {
+			format[k] = v
 		}
 		p.OutputConfig = sdk.OutputConfigParam{Format: sdk.JSONOutputFormatParam{Schema: format}}
 		return p, "", nil

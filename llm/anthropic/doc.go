@@ -37,6 +37,14 @@
 // Output.Strict on to the API. Both are off by default, because neither is
 // supported by every model or every schema.
 //
+// Both use constrained decoding, which accepts only part of JSON Schema:
+// numeric bounds (minimum, maximum and their exclusive forms, multipleOf),
+// string lengths and array sizes past minItems 1 are refused. They are
+// taken out of the schema and said in the description of the schema that
+// had them ("at least 1; at most 9"), as Anthropic's own SDKs do; the
+// executor checks them either way. The default forced tool call sends the
+// schema as it is.
+//
 // # What comes back
 //
 // Response.Content is the tool input (or, with no Output, the reply's text);

@@ -200,9 +200,9 @@ func newModel(t *testing.T, s *server, opts ...openai.Option) *openai.Model {
 // The trip catalog of the example.
 
 type FlightSearch struct {
-	Origin      string `json:"origin" validate:"len=3" jsonschema:"description=IATA airport code"`
-	Destination string `json:"destination" validate:"len=3" jsonschema:"description=IATA airport code"`
-	Date        string `json:"date" jsonschema:"description=departure date, YYYY-MM-DD"`
+	Origin      string `json:"origin" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Destination string `json:"destination" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Date        string `json:"date" jsonschema_description:"departure date, YYYY-MM-DD"`
 }
 
 type Booking struct {
