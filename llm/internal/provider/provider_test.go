@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-func TestScrubRemovesTheKeyAndKeyShapedTextAndBoundsTheLength(t *testing.T) {
+func TestAMessageLosesTheKeyAndKeyShapedTextAndIsBounded(t *testing.T) {
 	like := regexp.MustCompile(`\bsk-[A-Za-z0-9]{3,}`)
-	got := Scrub("bad key secret-123 and sk-abcdef "+strings.Repeat("é", 400), "secret-123", like, "sk-[redacted]")
+	got := NewRedactor("secret-123", like, "sk-[redacted]").Message("bad key secret-123 and sk-abcdef " + strings.Repeat("é", 400))
 	if strings.Contains(got, "secret-123") || strings.Contains(got, "sk-abcdef") {
 		t.Errorf("a key survived: %q", got)
 	}
