@@ -199,9 +199,10 @@ func New(model string, opts ...Option) (*Model, error) {
 // Name is the model this adapter asks for.
 func (m *Model) Name() string { return m.name }
 
-// Format prints the model as anthropic.Model(NAME), with any verb: never its
-// key or its client's options.
-func (m *Model) Format(f fmt.State, verb rune) {
+// Format prints the model as anthropic.Model(NAME), with any verb, whether m
+// is printed itself or through a pointer: never its key or its client's
+// options.
+func (m Model) Format(f fmt.State, verb rune) {
 	_, _ = fmt.Fprintf(f, "anthropic.Model(%s)", m.name)
 }
 

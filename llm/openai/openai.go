@@ -194,9 +194,10 @@ func New(model string, opts ...Option) (*Model, error) {
 // Name is the model the adapter asks for.
 func (m *Model) Name() string { return m.model }
 
-// Format prints the model as openai.Model(NAME), with any verb: never its key
-// or its client's options.
-func (m *Model) Format(f fmt.State, verb rune) {
+// Format prints the model as openai.Model(NAME), with any verb, whether m
+// is printed itself or through a pointer: never its key or its client's
+// options.
+func (m Model) Format(f fmt.State, verb rune) {
 	_, _ = fmt.Fprintf(f, "openai.Model(%s)", m.model)
 }
 

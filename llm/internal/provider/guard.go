@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,7 +123,8 @@ func readBody(res *http.Response, max int64) (body []byte, refused, err error) {
 	case "gzip", "x-gzip":
 		zr, zerr := gzip.NewReader(src)
 		if zerr != nil {
-			return nil, malformedOrBroken(src, zerr), src.err
+			refused, err := notGzip(src)
+			return nil, refused, err
 		}
 		defer zr.Close()
 		r = zr
@@ -136,23 +139,36 @@ func readBody(res *http.Response, max int64) (body []byte, refused, err error) {
 			size = res.ContentLength + 1
 		}
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, size))
-	if _, rerr := buf.ReadFrom(io.LimitReader(r, max+1)); rerr != nil {
-		return nil, malformedOrBroken(src, rerr), src.err
+	// Grown by doubling but never past max+1, so a refused body costs at
+	// most about twice the bound, however large it is.
+	buf := make([]byte, 0, size)
+	for int64(len(buf)) <= max {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(int64(cap(buf)), max+1-int64(len(buf)))))
+		}
+		n, rerr := r.Read(buf[len(buf):min(int64(cap(buf)), max+1)])
+		buf = buf[:len(buf)+n]
+		if rerr == io.EOF && int64(len(buf)) <= max {
+			return buf, nil, nil
+		}
+		if rerr != nil && rerr != io.EOF {
+			refused, err := notGzip(src)
+			return nil, refused, err
+		}
 	}
-	if int64(buf.Len()) > max {
-		return nil, tooLarge(max), nil
-	}
-	return buf.Bytes(), nil, nil
+	return nil, tooLarge(max), nil
 }
 
-// malformedOrBroken says why reading failed: when the connection did not
-// fail, the gzip stream itself is bad (only the gzip reader fails alone).
-func malformedOrBroken(src *readErr, err error) error {
-	if src.err != nil {
-		return nil
+// notGzip says why reading failed: the connection broke (broken), or the
+// body is marked gzip but is not valid gzip (refused), whether Go's
+// transport inflated it or readBody did. Only a gzip reader fails while the
+// connection does not.
+func notGzip(src *readErr) (refused, broken error) {
+	if src.err != nil && !errors.Is(src.err, gzip.ErrHeader) && !errors.Is(src.err, gzip.ErrChecksum) &&
+		!errors.As(src.err, new(flate.CorruptInputError)) {
+		return nil, src.err
 	}
-	return fmt.Errorf("%w: the body is marked gzip but is not valid gzip (%v)", llm.ErrMalformedResponse, err)
+	return fmt.Errorf("%w: the body is marked gzip but is not valid gzip", llm.ErrMalformedResponse), nil
 }
 
 func tooLarge(max int64) error {

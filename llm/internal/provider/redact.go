@@ -19,12 +19,13 @@ const MaxToken = 200
 // the key: a server may echo the key without its prefix, or only part of it.
 const minFragment = 12
 
-// Redactor holds an API key and takes it out of text a server sent. Use it
-// through the pointer NewRedactor returns: a struct holding that pointer
-// prints an address, never the key, and a Redactor printed itself, with any
-// verb, shows "[redacted]".
+// Redactor holds an API key and takes it out of text a server sent. A
+// Redactor printed itself, with any verb, shows "[redacted]"; the key is
+// kept in a closure, so that printing a struct that holds a Redactor, which
+// fmt does field by field without asking the fields how, shows a function's
+// address and not the key.
 type Redactor struct {
-	key  string
+	key  func() string
 	like *regexp.Regexp
 	mask string
 }
@@ -33,7 +34,7 @@ type Redactor struct {
 // text shaped like any key of the provider, masked or not; it is replaced by
 // mask.
 func NewRedactor(key string, like *regexp.Regexp, mask string) *Redactor {
-	return &Redactor{key: key, like: like, mask: mask}
+	return &Redactor{key: func() string { return key }, like: like, mask: mask}
 }
 
 // Format prints "[redacted]" for every verb.
@@ -45,7 +46,7 @@ func (r *Redactor) Format(f fmt.State, verb rune) { _, _ = io.WriteString(f, "[r
 func (r *Redactor) Message(s string) string {
 	// Cut first, so a message of megabytes is not searched; the margin keeps
 	// a key that straddles the final cut whole, so it is found.
-	s, cut := truncate(s, MaxMessage+len(r.key)+64)
+	s, cut := truncate(s, MaxMessage+len(r.key())+64)
 	s = r.like.ReplaceAllString(r.redact(s), r.mask)
 	s, cut2 := truncate(s, MaxMessage)
 	if cut || cut2 {
@@ -78,7 +79,7 @@ func (r *Redactor) Token(s string) string {
 // or more of them in the key's order (the whole key when it is shorter), by
 // "[redacted]".
 func (r *Redactor) redact(s string) string {
-	k := r.key
+	k := r.key()
 	if k == "" {
 		return s
 	}
