@@ -42,7 +42,7 @@ const emptyTurn = "(no answer)"
 type Model struct {
 	name       string
 	client     sdk.Client
-	redact     *provider.Redactor // holds the key; a pointer, so printing a Model never shows it
+	redact     *provider.Redactor // holds the key, in a closure: printing a Model never shows it
 	timeout    time.Duration
 	maxTokens  int64
 	strict     bool

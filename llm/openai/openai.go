@@ -135,7 +135,7 @@ func WithRequestOptions(opts ...option.RequestOption) Option {
 type Model struct {
 	model           string
 	client          oai.Client
-	redact          *provider.Redactor // holds the key; a pointer, so printing a Model never shows it
+	redact          *provider.Redactor // holds the key, in a closure: printing a Model never shows it
 	timeout         time.Duration
 	mode            Mode
 	maxTokens       int

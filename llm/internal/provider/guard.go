@@ -172,7 +172,7 @@ func notGzip(src *readErr) (refused, broken error) {
 }
 
 func tooLarge(max int64) error {
-	return fmt.Errorf("%w: it is over %d bytes", llm.ErrResponseTooLarge, max)
+	return fmt.Errorf("%w: it is over %d bytes; raise the bound with WithMaxResponseBytes if such answers are expected", llm.ErrResponseTooLarge, max)
 }
 
 // readErr remembers the error its reader returned, other than io.EOF.
@@ -250,7 +250,8 @@ func DecodeObject(body []byte, v any) error {
 	dec = json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
 		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-			return fmt.Errorf("%w: %s is a JSON %s", llm.ErrMalformedResponse, te.Field, te.Value)
+			kind, _, _ := strings.Cut(te.Value, " ") // "number 42": the value itself is not repeated
+			return fmt.Errorf("%w: %s is a JSON %s", llm.ErrMalformedResponse, te.Field, kind)
 		}
 		return fmt.Errorf("%w: the body is not valid JSON", llm.ErrMalformedResponse)
 	}
