@@ -468,9 +468,10 @@ func (m *Model) failure(ctx context.Context, err error, ex *provider.Exchange) e
 var keyLike = regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_*\-.]{3,}`)
 
 // APIError is what the API said about a failed call: its HTTP status, the
-// body's {"error":{"type","message"}} and the request-id header, with any
-// key taken out. It never holds the request, the response or the key. A
-// *llm.ProviderError from Generate wraps it.
+// body's {"error":{"type","message"}} (or the message of another shape a
+// compatible server writes), with any key taken out, and the request-id
+// header, when it is free of the key. It never holds the request, the
+// response or the key. A *llm.ProviderError from Generate wraps it.
 type APIError struct {
 	Status    int
 	Type      string // "invalid_request_error", "rate_limit_error", "overloaded_error", ...

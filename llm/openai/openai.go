@@ -453,8 +453,10 @@ func (m *Model) failure(ctx, call context.Context, err error, ex *provider.Excha
 var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-.]{3,}`)
 
 // APIError is what the API said about a failed call: its HTTP status and the
-// body's {"error":{"message","type","code","param"}}. It never holds the
-// request or the key. A *llm.ProviderError from Generate wraps it.
+// body's {"error":{"message","type","code","param"}} (or the message of
+// another shape a compatible server writes), with any key taken out. It
+// never holds the request or the key. A *llm.ProviderError from Generate
+// wraps it.
 type APIError struct {
 	Status  int
 	Type    string
