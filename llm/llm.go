@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 )
 
 // Model is a language model. Generate must honour ctx and must not keep req
@@ -78,21 +80,56 @@ type Usage struct {
 	Calls int64 `json:"calls"`
 }
 
-// Add returns the sum of two usages.
+// Add returns the sum of two usages. Each count saturates: a sum past
+// math.MaxInt64 is math.MaxInt64 (and one below math.MinInt64 is
+// math.MinInt64), so adding many calls never wraps round to a small or
+// negative count.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{
-		InputTokens:  u.InputTokens + o.InputTokens,
-		OutputTokens: u.OutputTokens + o.OutputTokens,
-		Calls:        u.Calls + o.Calls,
+		InputTokens:  addSat(u.InputTokens, o.InputTokens),
+		OutputTokens: addSat(u.OutputTokens, o.OutputTokens),
+		Calls:        addSat(u.Calls, o.Calls),
 	}
 }
 
-// Total is input plus output tokens.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+// Total is input plus output tokens, saturating as Add does.
+func (u Usage) Total() int64 { return addSat(u.InputTokens, u.OutputTokens) }
+
+// addSat adds a and b, stopping at the bounds of int64 instead of wrapping.
+func addSat(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
+
+// MaxTokenCount is the largest token count an adapter accepts for one call
+// (2^40, about 1.1 trillion). A provider that reports a negative count, or one
+// above this, is misbehaving: the answer is refused with
+// ErrMalformedResponse rather than counted.
+const MaxTokenCount = 1 << 40
 
 // ProviderError is a failed call to a model provider. It says which provider,
 // which HTTP status (0 when the call never got an answer: a timeout, a refused
-// connection) and whether trying again can help. It never holds an API key.
+// connection), whether trying again can help and how long the provider asked
+// to wait first. It never holds an API key: its RequestID and every message
+// in it are taken from the answer only after the key has been taken out.
+//
+// What went wrong is said by what it wraps: ErrTruncated (the answer was cut
+// off), ErrResponseTooLarge (the answer was bigger than the adapter's bound),
+// ErrMalformedResponse (the answer was not in the provider's documented
+// shape), context.DeadlineExceeded (no answer in time), or the adapter's own
+// API error type for an error status.
+//
+//	var pe *llm.ProviderError
+//	if errors.As(err, &pe) && pe.Retryable {
+//		time.Sleep(max(pe.RetryAfter, time.Second))
+//		// try again
+//	}
 type ProviderError struct {
 	Provider  string // "openai", "anthropic"
 	Status    int
@@ -103,7 +140,12 @@ type ProviderError struct {
 	// provider's explicit retry advice (such as an x-should-retry header)
 	// takes precedence.
 	Retryable bool
-	Err       error
+	// RetryAfter is the wait the provider asked for before the call is tried
+	// again (its Retry-After or Retry-After-Ms header), 0 when it asked for
+	// none. An adapter returns at once, with RetryAfter set, when that wait is
+	// longer than the time its call had left.
+	RetryAfter time.Duration
+	Err        error
 }
 
 func (e *ProviderError) Error() string {
@@ -117,6 +159,9 @@ func (e *ProviderError) Error() string {
 	if e.Retryable {
 		s += ", retryable"
 	}
+	if e.RetryAfter > 0 {
+		s += " after " + e.RetryAfter.String()
+	}
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
@@ -129,3 +174,16 @@ func (e *ProviderError) Unwrap() error { return e.Err }
 // ErrTruncated reports an answer cut off by the token limit ("length",
 // "max_tokens"): what came back is not the whole document.
 var ErrTruncated = errors.New("llm: the answer was cut off by the token limit")
+
+// ErrResponseTooLarge reports an answer whose body, once decompressed, was
+// larger than the adapter's bound (see the adapters' WithMaxResponseBytes).
+// The rest of the body was not read; trying again will not help unless the
+// bound is raised.
+var ErrResponseTooLarge = errors.New("llm: the answer is larger than the response bound")
+
+// ErrMalformedResponse reports an answer that is not in the shape the
+// provider's API documents: a body that is not the expected JSON object,
+// a missing or null member the API always sends, a member of the wrong
+// type, or a token count that is negative or above MaxTokenCount. Nothing
+// of such an answer is used.
+var ErrMalformedResponse = errors.New("llm: the answer is not in the provider's documented shape")

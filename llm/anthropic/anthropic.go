@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,9 @@ const (
 	DefaultTimeout    = 60 * time.Second
 	DefaultMaxRetries = 2
 	DefaultMaxTokens  = 4096
+	// DefaultMaxResponseBytes bounds the body of one answer, counted after
+	// decompression: 8 MiB. A plan is at most 1 MiB by default.
+	DefaultMaxResponseBytes = provider.DefaultMaxBody
 )
 
 // emptyTurn stands in for a turn with no text: the Messages API refuses an
@@ -38,7 +42,7 @@ const emptyTurn = "(no answer)"
 type Model struct {
 	name       string
 	client     sdk.Client
-	apiKey     string
+	redact     *provider.Redactor // holds the key, in a closure: printing a Model never shows it
 	timeout    time.Duration
 	maxTokens  int64
 	strict     bool
@@ -55,6 +59,7 @@ type config struct {
 	maxTokens  int
 	strict     bool
 	structured bool
+	maxBody    int64
 }
 
 // Option configures a [Model].
@@ -129,13 +134,22 @@ func WithStructuredOutput() Option {
 	return func(c *config) { c.structured = true }
 }
 
+// WithMaxResponseBytes bounds the body of one answer, counted after any gzip
+// decoding, error answers included (default [DefaultMaxResponseBytes], 8
+// MiB; it must be positive). A longer answer is not read past the bound:
+// Generate returns a *llm.ProviderError, not retryable, wrapping
+// [llm.ErrResponseTooLarge].
+func WithMaxResponseBytes(n int64) Option {
+	return func(c *config) { c.maxBody = n }
+}
+
 // New returns a model that calls the Messages API as model (for example
 // "claude-sonnet-4-5").
 func New(model string, opts ...Option) (*Model, error) {
 	if strings.TrimSpace(model) == "" {
 		return nil, errors.New("anthropic: a model name is required")
 	}
-	c := config{timeout: DefaultTimeout, maxRetries: DefaultMaxRetries, maxTokens: DefaultMaxTokens}
+	c := config{timeout: DefaultTimeout, maxRetries: DefaultMaxRetries, maxTokens: DefaultMaxTokens, maxBody: DefaultMaxResponseBytes}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -145,10 +159,13 @@ func New(model string, opts ...Option) (*Model, error) {
 	if c.maxTokens <= 0 {
 		return nil, fmt.Errorf("anthropic: max tokens must be positive, got %d", c.maxTokens)
 	}
+	if c.maxBody <= 0 {
+		return nil, fmt.Errorf("anthropic: the response bound must be positive, got %d", c.maxBody)
+	}
 	if !c.keySet {
 		c.apiKey = os.Getenv("ANTHROPIC_API_KEY")
 	}
-	var sdkOpts []option.RequestOption
+	sdkOpts := []option.RequestOption{option.WithMiddleware(provider.Guard(c.maxBody))}
 	if c.apiKey != "" {
 		// The SDK's key option sends a bearer token; the Messages API documents
 		// the x-api-key header, so the key goes there and nowhere else.
@@ -171,7 +188,7 @@ func New(model string, opts ...Option) (*Model, error) {
 	return &Model{
 		name:       model,
 		client:     sdk.NewClient(sdkOpts...),
-		apiKey:     c.apiKey,
+		redact:     provider.NewRedactor(c.apiKey, keyLike, "sk-ant-[redacted]"),
 		timeout:    c.timeout,
 		maxTokens:  int64(c.maxTokens),
 		strict:     c.strict,
@@ -181,6 +198,13 @@ func New(model string, opts ...Option) (*Model, error) {
 
 // Name is the model this adapter asks for.
 func (m *Model) Name() string { return m.name }
+
+// Format prints the model as anthropic.Model(NAME), with any verb, whether m
+// is printed itself or through a pointer: never its key or its client's
+// options.
+func (m Model) Format(f fmt.State, verb rune) {
+	_, _ = fmt.Fprintf(f, "anthropic.Model(%s)", m.name)
+}
 
 // Generate sends req as one Messages API call. When req.Output is set, the
 // answer is the input of a forced call of a tool named req.Output.Name (see
@@ -207,17 +231,44 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		callOpts = append(callOpts, option.WithRequestTimeout(m.timeout))
 	}
 	defer cancel()
-	var httpResp *http.Response
-	callOpts = append(callOpts, option.WithResponseInto(&httpResp))
-	msg, err := m.client.Messages.New(callCtx, params, callOpts...)
-	if err != nil {
-		return nil, m.failure(ctx, err, httpResp)
+	callCtx, ex := provider.Track(callCtx)
+	var body []byte // the SDK's decoding is lenient: the body is read here
+	callOpts = append(callOpts, option.WithResponseBodyInto(&body))
+	if _, err := m.client.Messages.New(callCtx, params, callOpts...); err != nil {
+		return nil, m.failure(ctx, err, ex)
 	}
-	requestID := ""
-	if httpResp != nil {
-		requestID = httpResp.Header.Get("request-id")
+	requestID := m.redact.Token(ex.Header.Get("request-id"))
+	var msg message
+	if err := provider.DecodeObject(body, &msg); err != nil {
+		return nil, &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID, Err: err}
 	}
-	return m.response(msg, toolName, requestID)
+	return m.response(&msg, toolName, ex.Status, requestID)
+}
+
+// message is what Generate reads of a Messages API reply. A member of the
+// wrong JSON type, or a count that does not fit an int64, is a decoding
+// error; a missing or null one is its zero value.
+type message struct {
+	Model       string    `json:"model"`
+	Content     *[]*block `json:"content"`
+	StopReason  string    `json:"stop_reason"`
+	StopDetails *struct {
+		Explanation string `json:"explanation"`
+	} `json:"stop_details"`
+	Usage *struct {
+		InputTokens              int64 `json:"input_tokens"`
+		OutputTokens             int64 `json:"output_tokens"`
+		CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+		CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	} `json:"usage"`
+}
+
+// block is one content block of a reply.
+type block struct {
+	Type  string          `json:"type"`
+	Text  string          `json:"text"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
 }
 
 // params maps an llm.Request onto the Messages API.
@@ -300,45 +351,63 @@ func (m *Model) params(req *llm.Request) (sdk.MessageNewParams, string, error) {
 }
 
 // response maps a Messages API reply onto an llm.Response.
-func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Response, error) {
+func (m *Model) response(msg *message, toolName string, status int, requestID string) (*llm.Response, error) {
+	fail := func(err error) error {
+		return &llm.ProviderError{Provider: Provider, Status: status, RequestID: requestID, Err: err}
+	}
+	malformed := func(what string) error { return fail(fmt.Errorf("%w: %s", llm.ErrMalformedResponse, what)) }
+	if msg.Content == nil {
+		return nil, malformed("the reply has no content")
+	}
 	resp := &llm.Response{
-		FinishReason: string(msg.StopReason),
-		Model:        msg.Model,
+		FinishReason: m.redact.Token(msg.StopReason),
+		Model:        m.redact.Token(msg.Model),
 		RequestID:    requestID,
-		Usage: llm.Usage{
-			InputTokens:  msg.Usage.InputTokens + msg.Usage.CacheCreationInputTokens + msg.Usage.CacheReadInputTokens,
-			OutputTokens: msg.Usage.OutputTokens,
-			Calls:        1,
-		},
+		Usage:        llm.Usage{Calls: 1},
+	}
+	if u := msg.Usage; u != nil {
+		if err := errors.Join(provider.TokenCount("input_tokens", u.InputTokens), provider.TokenCount("output_tokens", u.OutputTokens),
+			provider.TokenCount("cache_creation_input_tokens", u.CacheCreationInputTokens),
+			provider.TokenCount("cache_read_input_tokens", u.CacheReadInputTokens)); err != nil {
+			return nil, fail(err)
+		}
+		// Each at most llm.MaxTokenCount: the sum cannot overflow.
+		resp.Usage.InputTokens = u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+		resp.Usage.OutputTokens = u.OutputTokens
 	}
 	if resp.Model == "" {
 		resp.Model = m.name
 	}
 	var text strings.Builder
 	var input json.RawMessage
-	for _, b := range msg.Content {
+	found := false
+	for i, b := range *msg.Content {
+		if b == nil {
+			return nil, malformed(fmt.Sprintf("content block %d is null", i))
+		}
 		switch b.Type {
 		case "text":
 			text.WriteString(b.Text)
 		case "tool_use":
-			if toolName != "" && b.Name == toolName && input == nil {
-				input = b.Input
+			if toolName != "" && b.Name == toolName && !found {
+				input, found = b.Input, true
 			}
 		}
 	}
 	switch msg.StopReason {
-	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:
+	case string(sdk.StopReasonMaxTokens), string(sdk.StopReasonModelContextWindowExceeded):
 		// What came back, with its cost, goes back too: it is not the whole answer.
 		if toolName == "" {
 			resp.Content = text.String()
 		} else {
 			resp.Content = string(input)
 		}
-		return resp, &llm.ProviderError{Provider: Provider, Status: http.StatusOK, RequestID: requestID,
-			Err: fmt.Errorf("%w (stop_reason %s after %d output tokens)", llm.ErrTruncated, msg.StopReason, msg.Usage.OutputTokens)}
+		return resp, fail(fmt.Errorf("%w (stop_reason %s after %d output tokens)", llm.ErrTruncated, resp.FinishReason, resp.Usage.OutputTokens))
 	}
-	if msg.StopReason == sdk.StopReasonRefusal {
-		resp.Refusal = msg.StopDetails.Explanation
+	if msg.StopReason == string(sdk.StopReasonRefusal) {
+		if msg.StopDetails != nil {
+			resp.Refusal = msg.StopDetails.Explanation
+		}
 		if resp.Refusal == "" {
 			resp.Refusal = text.String()
 		}
@@ -351,7 +420,7 @@ func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Res
 		resp.Content = text.String()
 		return resp, nil
 	}
-	if len(input) == 0 {
+	if !found {
 		// Forced to call the output tool, the model did not: no answer.
 		resp.Refusal = text.String()
 		if resp.Refusal == "" {
@@ -359,37 +428,45 @@ func (m *Model) response(msg *sdk.Message, toolName, requestID string) (*llm.Res
 		}
 		return resp, nil
 	}
+	if !isObject(input) {
+		return nil, malformed("the input of the " + toolName + " tool call is not a JSON object")
+	}
 	resp.Content = string(input)
 	return resp, nil
 }
 
-// failure turns an error from the SDK into what Generate returns. res is the
-// last response, when there was one. The SDK's *anthropic.Error is not kept:
+// isObject reports whether raw is a JSON object (it is valid JSON already).
+func isObject(raw json.RawMessage) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
+
+// failure turns an error from the SDK into what Generate returns. ex is what
+// the guard saw of the last attempt. The SDK's *anthropic.Error is not kept:
 // it prints bodies, and its request carries the key.
-func (m *Model) failure(ctx context.Context, err error, res *http.Response) error {
+func (m *Model) failure(ctx context.Context, err error, ex *provider.Exchange) error {
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return ctxErr
 	}
-	if aerr, ok := errors.AsType[*sdk.Error](err); ok {
-		e := &APIError{Status: aerr.StatusCode, Type: m.scrub(string(aerr.Type())), Message: m.scrub(aerr.Message),
-			RequestID: m.scrub(aerr.RequestID)}
-		retryable := provider.RetryableStatus(aerr.StatusCode)
-		if aerr.Response != nil {
-			retryable = provider.RetryAdvice(aerr.Response, retryable)
-		}
-		return &llm.ProviderError{Provider: Provider, Status: aerr.StatusCode, RequestID: e.RequestID,
-			Retryable: retryable, Err: e}
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
+	requestID := m.redact.Token(ex.Header.Get("request-id"))
+	switch {
+	case ex.Err != nil:
+		return &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID, Err: ex.Err}
+	case errors.Is(err, context.DeadlineExceeded):
 		return &llm.ProviderError{Provider: Provider, Retryable: true,
 			Err: fmt.Errorf("no answer within %s: %w", m.timeout, context.DeadlineExceeded)}
+	case ex.Status >= 400:
+		// Read from the body here, in whatever shape it came ({"error":"rate
+		// limited"} from a compatible server, too).
+		b := provider.ParseErrorBody(ex.Body)
+		wait, _ := provider.RetryAfter(ex.Header)
+		return &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID,
+			Retryable: ex.Retryable, RetryAfter: wait,
+			Err: &APIError{Status: ex.Status, Type: m.redact.Message(b.Type), Message: m.redact.Message(b.Message), RequestID: requestID}}
 	}
 	retryable := provider.RetryableTransport(err)
-	if res != nil {
-		retryable = provider.RetryAdvice(res, retryable)
-	}
-	if text := err.Error(); m.scrub(text) != text {
-		err = errors.New(m.scrub(text)) // drop an error that quotes the key
+	if text := err.Error(); m.redact.Message(text) != text {
+		err = errors.New(m.redact.Message(text)) // drop an error that quotes the key
 	}
 	return &llm.ProviderError{Provider: Provider, Retryable: retryable, Err: err}
 }
@@ -397,16 +474,11 @@ func (m *Model) failure(ctx context.Context, err error, res *http.Response) erro
 // keyLike matches Anthropic-style secret keys, masked or not.
 var keyLike = regexp.MustCompile(`\bsk-ant-[A-Za-z0-9_*\-.]{3,}`)
 
-// scrub removes the key, and anything shaped like one, from text the server
-// or the transport wrote, and bounds its length.
-func (m *Model) scrub(s string) string {
-	return provider.Scrub(s, m.apiKey, keyLike, "sk-ant-[redacted]")
-}
-
 // APIError is what the API said about a failed call: its HTTP status, the
-// body's {"error":{"type","message"}} and the request-id header, with any
-// key taken out. It never holds the request, the response or the key. A
-// *llm.ProviderError from Generate wraps it.
+// body's {"error":{"type","message"}} (or the message of another shape a
+// compatible server writes), with any key taken out, and the request-id
+// header, when it is free of the key. It never holds the request, the
+// response or the key. A *llm.ProviderError from Generate wraps it.
 type APIError struct {
 	Status    int
 	Type      string // "invalid_request_error", "rate_limit_error", "overloaded_error", ...

@@ -33,12 +33,14 @@ type received struct {
 	Raw          []byte
 }
 
-// reply writes one answer. hang makes it wait for the client to go away.
+// reply writes one answer. hang makes it wait for the client to go away;
+// write, when set, writes the body instead of body (one too large to hold).
 type reply struct {
 	status int
 	header map[string]string
 	body   string
 	hang   bool
+	write  func(io.Writer)
 }
 
 type fakeAPI struct {
@@ -82,6 +84,10 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	w.WriteHeader(status)
+	if rep.write != nil {
+		rep.write(w)
+		return
+	}
 	_, _ = io.WriteString(w, rep.body)
 }
 

@@ -6,7 +6,7 @@
 //		return err
 //	}
 //	planner, err := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
-//	plan, err := ex.Planned(ctx, planner, "get them to New York")
+//	plan, err := ex.Plan(ctx, planner, "get them to New York")
 //
 // # How a request is sent
 //
@@ -68,8 +68,22 @@
 //     with it.
 //   - an error answer: Status and RequestID are the API's; Retryable for 408,
 //     409, 429, 5xx and 529 (overloaded), unless the server's x-should-retry
-//     header says otherwise. It wraps an [*APIError] with the API's error
-//     type, message and request id; the SDK's own error is not kept.
+//     header says otherwise; RetryAfter is the wait the server asked for. It
+//     wraps an [*APIError] with the API's error type, message and request
+//     id, read from {"type":"error","error":{...}} or from the other shapes
+//     compatible servers write ({"error":"rate limited"}, {"message":...},
+//     {"detail":...}); the status is kept whatever the shape. The SDK's own
+//     error is not kept.
+//   - an answer larger than [WithMaxResponseBytes] (default 8 MiB), counted
+//     after gzip decoding: it wraps [llm.ErrResponseTooLarge], is not
+//     retryable, and is neither read past the bound nor fetched again.
+//   - an answer that is not a Messages API reply: a body that is not one
+//     JSON object, no content list, a content block that is not an object,
+//     a member of the wrong JSON type, an output tool call whose input is not
+//     a JSON object, a body marked gzip that is not, or a token count that is
+//     negative or above [llm.MaxTokenCount]. It wraps
+//     [llm.ErrMalformedResponse], is not retryable, and no Response comes
+//     with it.
 //   - no answer: Status 0; Retryable after a timeout ([WithTimeout]) or a
 //     dropped, reset or refused connection, not after a TLS or certificate
 //     failure, a plain-HTTP server behind an https URL, or a refused
@@ -80,11 +94,18 @@
 // Before a failure is returned, the SDK retries it itself ([WithMaxRetries],
 // default 2) on the same conditions, waiting what the server's
 // retry-after-ms or retry-after header asks, or backing off exponentially
-// from half a second. The wait counts towards [WithTimeout].
+// from half a second. The wait counts towards [WithTimeout]. A wait the
+// server asks for that is longer than the call has left (before ctx's
+// deadline or the timeout), or than two minutes, is not slept: Generate
+// returns the error at once, Retryable, with RetryAfter set.
 //
 // The API key is sent only in the x-api-key header, and never to another
 // origin: a redirect to another scheme, host or port is refused. It never
 // appears in an error: no error in a ProviderError's chain holds the request
-// or the response, and text the server sent is scrubbed of the key. This
-// package writes no logs.
+// or the response, and text the server sent is scrubbed of the key (or any
+// run of twelve of its characters). A request id, model name or stop reason
+// taken from an answer is kept only when it is at most 200 bytes of letters,
+// digits and "-_.:/@+=" with no part of the key in it; otherwise it is
+// dropped (the model name falls back to the one asked for). A Model prints
+// as anthropic.Model(NAME) with any verb. This package writes no logs.
 package anthropic

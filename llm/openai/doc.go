@@ -13,7 +13,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	plan, err := ex.Planned(ctx, planner, "get them to New York")
+//	plan, err := ex.Plan(ctx, planner, "get them to New York")
 //
 // The planner asks for a plan that follows planexec.PlanSchema: one branch
 // per tool, each with that tool's own argument schema. With OpenAI's
@@ -71,28 +71,50 @@
 //     for 408, 409, 429, 5xx, timeouts and dropped, reset or refused
 //     connections (not TLS or certificate failures, a plain-HTTP server
 //     behind an https URL, or a bad URL), unless the server's x-should-retry
-//     header says otherwise. For an HTTP
-//     error it wraps an *APIError with the API's type, code and message.
+//     header says otherwise, and RetryAfter the wait the server asked for.
+//     For an HTTP error it wraps an *APIError with the API's type, code and
+//     message, read from {"error":{...}} or from the other shapes compatible
+//     servers write ({"error":"rate limited"}, {"message":...},
+//     {"detail":...}); the status is kept whatever the shape.
+//   - a *llm.ProviderError wrapping llm.ErrResponseTooLarge, not retryable,
+//     for an answer whose body is larger than WithMaxResponseBytes (default
+//     8 MiB), counted after gzip decoding. The body is not read past the
+//     bound, and the call is not retried.
+//   - a *llm.ProviderError wrapping llm.ErrMalformedResponse, not
+//     retryable, for an answer that is not a chat.completion object: a body
+//     that is not one JSON object, no choices, a first choice without a
+//     message, a member of the wrong JSON type, a body marked gzip that is
+//     not, or a token count that is negative or above llm.MaxTokenCount.
+//     No Response comes with it.
 //   - ctx.Err() when the caller's context was cancelled or expired.
 //
 // Rate limits and server errors are retried by the openai-go client before
 // Generate returns (WithMaxRetries, default 2), honouring the server's
 // Retry-After and Retry-After-Ms headers and backing off exponentially
 // otherwise. WithTimeout (default 60s) bounds the whole call, retries
-// included; ctx bounds it too.
+// included; ctx bounds it too. A wait the server asks for that is longer
+// than the call has left (before ctx's deadline or the timeout), or than
+// two minutes, is not slept: Generate returns the error at once, Retryable,
+// with RetryAfter set, so the caller can decide when to come back.
 //
 // # The key
 //
 // The API key is sent as a bearer token and nowhere else. It never appears
 // in an error: the client's own error (which holds the request and its
 // Authorization header) is not kept, and the API's message is scrubbed of
-// the key and of anything shaped like one before it is reported. This
-// package writes no logs.
+// the key (or any run of twelve of its characters) and of anything shaped
+// like one before it is reported. A request id, completion id, model name or
+// finish reason taken from an answer is kept only when it is at most 200
+// bytes of letters, digits and "-_.:/@+=" with no part of the key in it;
+// otherwise it is dropped (the model name falls back to the one asked for).
+// A Model prints as openai.Model(NAME) with any verb. This package writes
+// no logs.
 //
 // # Response fields
 //
 // Content is message.content, Refusal message.refusal, FinishReason
 // finish_reason, Usage prompt_tokens and completion_tokens (Calls 1), Model
 // the model that answered, and RequestID the x-request-id header, or the
-// completion's id on servers that send no such header.
+// completion's id on servers that send no such header (or one that cannot
+// be kept, see The key).
 package openai

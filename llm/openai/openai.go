@@ -22,10 +22,14 @@ import (
 // Provider is the name this adapter gives itself in *llm.ProviderError.
 const Provider = "openai"
 
-// Defaults.
+// Defaults, where no option says otherwise.
 const (
 	DefaultTimeout    = 60 * time.Second
 	DefaultMaxRetries = 2
+	// DefaultMaxResponseBytes bounds the body of one answer, counted after
+	// decompression: 8 MiB. A plan is at most 1 MiB by default; written as
+	// a JSON string its escapes can make it several times that.
+	DefaultMaxResponseBytes = provider.DefaultMaxBody
 )
 
 // Mode says how a Request's Output schema reaches the server.
@@ -73,6 +77,7 @@ type config struct {
 	mode            Mode
 	maxTokens       int
 	legacyMaxTokens bool
+	maxBody         int64
 	extra           []option.RequestOption
 }
 
@@ -111,6 +116,13 @@ func WithMaxTokens(n int) Option { return func(c *config) { c.maxTokens = n } }
 // OpenAI's reasoning models refuse "max_tokens".
 func WithLegacyMaxTokens() Option { return func(c *config) { c.legacyMaxTokens = true } }
 
+// WithMaxResponseBytes bounds the body of one answer, counted after any gzip
+// decoding, error answers included. A longer answer is not read past the
+// bound: Generate returns a *llm.ProviderError, not retryable, wrapping
+// llm.ErrResponseTooLarge. Default: DefaultMaxResponseBytes (8 MiB); it
+// must be positive.
+func WithMaxResponseBytes(n int64) Option { return func(c *config) { c.maxBody = n } }
+
 // WithRequestOptions passes options to the underlying openai-go client, after
 // this package's own: extra headers (OpenRouter's HTTP-Referer), an
 // organization or project, a middleware.
@@ -123,7 +135,7 @@ func WithRequestOptions(opts ...option.RequestOption) Option {
 type Model struct {
 	model           string
 	client          oai.Client
-	scrub           func(string) string // removes the key from text the server sent
+	redact          *provider.Redactor // holds the key, in a closure: printing a Model never shows it
 	timeout         time.Duration
 	mode            Mode
 	maxTokens       int
@@ -135,7 +147,7 @@ var _ llm.Model = (*Model)(nil)
 // New returns a model that calls the named model ("gpt-4o-mini",
 // "llama3.1", "openai/gpt-4o" on OpenRouter).
 func New(model string, opts ...Option) (*Model, error) {
-	cfg := config{timeout: DefaultTimeout, maxRetries: DefaultMaxRetries}
+	cfg := config{timeout: DefaultTimeout, maxRetries: DefaultMaxRetries, maxBody: DefaultMaxResponseBytes}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -150,8 +162,12 @@ func New(model string, opts ...Option) (*Model, error) {
 		return nil, fmt.Errorf("openai: negative max tokens %d", cfg.maxTokens)
 	case cfg.mode < ModeJSONSchema || cfg.mode > ModePrompt:
 		return nil, fmt.Errorf("openai: unknown mode %d", int(cfg.mode))
+	case cfg.maxBody <= 0:
+		return nil, fmt.Errorf("openai: the response bound must be positive, got %d", cfg.maxBody)
 	}
-	ro := []option.RequestOption{option.WithMaxRetries(cfg.maxRetries)}
+	// The guard comes first, so it wraps every other middleware and sees the
+	// body the SDK will read.
+	ro := []option.RequestOption{option.WithMiddleware(provider.Guard(cfg.maxBody)), option.WithMaxRetries(cfg.maxRetries)}
 	if cfg.baseURL != "" {
 		ro = append(ro, option.WithBaseURL(cfg.baseURL))
 	}
@@ -167,7 +183,7 @@ func New(model string, opts ...Option) (*Model, error) {
 	return &Model{
 		model:           model,
 		client:          oai.NewClient(ro...),
-		scrub:           scrubber(key),
+		redact:          provider.NewRedactor(key, keyLike, "sk-[redacted]"),
 		timeout:         cfg.timeout,
 		mode:            cfg.mode,
 		maxTokens:       cfg.maxTokens,
@@ -177,6 +193,13 @@ func New(model string, opts ...Option) (*Model, error) {
 
 // Name is the model the adapter asks for.
 func (m *Model) Name() string { return m.model }
+
+// Format prints the model as openai.Model(NAME), with any verb, whether m
+// is printed itself or through a pointer: never its key or its client's
+// options.
+func (m Model) Format(f fmt.State, verb rune) {
+	_, _ = fmt.Fprintf(f, "openai.Model(%s)", m.model)
+}
 
 // Generate sends req as one Chat Completions call.
 //
@@ -207,35 +230,54 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		call, cancel = context.WithTimeout(ctx, m.timeout)
 		defer cancel()
 	}
-	var raw *http.Response
-	c, err := m.client.Chat.Completions.New(call, params, option.WithResponseInto(&raw))
-	if err != nil {
-		return nil, m.failure(ctx, call, err, raw)
+	call, ex := provider.Track(call)
+	var body []byte // the SDK's decoding is lenient: the body is read here
+	if _, err := m.client.Chat.Completions.New(call, params, option.WithResponseBodyInto(&body)); err != nil {
+		return nil, m.failure(ctx, call, err, ex)
 	}
-	status, requestID := 0, ""
-	if raw != nil {
-		status, requestID = raw.StatusCode, raw.Header.Get("x-request-id")
+	requestID := m.redact.Token(ex.Header.Get("x-request-id"))
+	var c completion
+	if err := provider.DecodeObject(body, &c); err != nil {
+		return nil, &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID, Err: err}
 	}
 	if requestID == "" {
-		requestID = c.ID // servers without x-request-id: the completion's id
+		requestID = m.redact.Token(c.ID) // servers without x-request-id: the completion's id
+	}
+	fail := func(format string, args ...any) error {
+		return &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID,
+			Err: fmt.Errorf("%w: "+format, append([]any{llm.ErrMalformedResponse}, args...)...)}
 	}
 	if len(c.Choices) == 0 {
-		return nil, &llm.ProviderError{Provider: Provider, Status: status, RequestID: requestID,
-			Err: errors.New("the answer has no choices")}
+		return nil, fail("the answer has no choices")
 	}
 	choice := c.Choices[0]
+	if choice == nil || choice.Message == nil {
+		return nil, fail("the first choice has no message")
+	}
+	usage := llm.Usage{Calls: 1}
+	if c.Usage != nil {
+		usage.InputTokens, usage.OutputTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+		if err := errors.Join(provider.TokenCount("prompt_tokens", usage.InputTokens),
+			provider.TokenCount("completion_tokens", usage.OutputTokens)); err != nil {
+			return nil, &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID, Err: err}
+		}
+	}
+	model := m.redact.Token(c.Model)
+	if model == "" {
+		model = m.model
+	}
 	resp := &llm.Response{
 		Content:      choice.Message.Content,
 		Refusal:      choice.Message.Refusal,
-		FinishReason: choice.FinishReason,
-		Usage:        llm.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens, Calls: 1},
-		Model:        c.Model,
+		FinishReason: m.redact.Token(choice.FinishReason),
+		Usage:        usage,
+		Model:        model,
 		RequestID:    requestID,
 	}
 	if m.mode == ModePrompt && req.Output != nil {
 		resp.Content = unfence(resp.Content)
 	}
-	if choice.FinishReason == "content_filter" {
+	if resp.FinishReason == "content_filter" {
 		// The provider's filter withheld the answer: a refusal, not an error.
 		resp.Content = ""
 		if resp.Refusal == "" {
@@ -243,11 +285,32 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		}
 		return resp, nil
 	}
-	if choice.FinishReason == "length" {
-		return resp, &llm.ProviderError{Provider: Provider, Status: status, RequestID: requestID,
-			Err: fmt.Errorf("finish_reason %q after %d output tokens: %w", choice.FinishReason, c.Usage.CompletionTokens, llm.ErrTruncated)}
+	if resp.FinishReason == "length" {
+		return resp, &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID,
+			Err: fmt.Errorf("finish_reason %q after %d output tokens: %w", resp.FinishReason, usage.OutputTokens, llm.ErrTruncated)}
 	}
 	return resp, nil
+}
+
+// completion is what Generate reads of a chat.completion object. A member
+// of the wrong JSON type, or a count that does not fit an int64, is a decoding
+// error; a missing or null one is its zero value.
+type completion struct {
+	ID      string    `json:"id"`
+	Model   string    `json:"model"`
+	Choices []*choice `json:"choices"`
+	Usage   *struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+type choice struct {
+	Message *struct {
+		Content string `json:"content"`
+		Refusal string `json:"refusal"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
 }
 
 func (m *Model) params(req *llm.Request) (oai.ChatCompletionNewParams, error) {
@@ -355,37 +418,32 @@ func unfence(s string) string {
 }
 
 // failure turns what the client returned into the error Generate reports.
-// raw is the last response, when there was one.
-func (m *Model) failure(ctx, call context.Context, err error, raw *http.Response) error {
+// ex is what the guard saw of the last attempt. The client's own error is
+// never kept: it holds the request, Authorization header and all.
+func (m *Model) failure(ctx, call context.Context, err error, ex *provider.Exchange) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr
 	}
-	if call.Err() != nil {
+	requestID := m.redact.Token(ex.Header.Get("x-request-id"))
+	switch {
+	case ex.Err != nil:
+		return &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID, Err: ex.Err}
+	case call.Err() != nil:
 		return &llm.ProviderError{Provider: Provider, Retryable: true,
 			Err: fmt.Errorf("no answer within %s: %w", m.timeout, context.DeadlineExceeded)}
-	}
-	var apiErr *oai.Error
-	if errors.As(err, &apiErr) {
-		// The client's error holds the request, Authorization header and
-		// all: keep only what the API said, with any key scrubbed.
-		retryable := provider.RetryableStatus(apiErr.StatusCode)
-		if apiErr.Response != nil {
-			retryable = provider.RetryAdvice(apiErr.Response, retryable)
-		}
-		pe := &llm.ProviderError{Provider: Provider, Status: apiErr.StatusCode, Retryable: retryable,
-			Err: &APIError{Status: apiErr.StatusCode, Type: m.scrub(apiErr.Type), Code: m.scrub(apiErr.Code),
-				Param: m.scrub(apiErr.Param), Message: m.scrub(apiErr.Message)}}
-		if apiErr.Response != nil {
-			pe.RequestID = apiErr.Response.Header.Get("x-request-id")
-		}
-		return pe
+	case ex.Status >= 400:
+		// Read from the body here, in whatever shape it came: the client
+		// drops the status of an answer whose "error" is not an object.
+		b := provider.ParseErrorBody(ex.Body)
+		wait, _ := provider.RetryAfter(ex.Header)
+		return &llm.ProviderError{Provider: Provider, Status: ex.Status, RequestID: requestID,
+			Retryable: ex.Retryable, RetryAfter: wait,
+			Err: &APIError{Status: ex.Status, Type: m.redact.Message(b.Type), Code: m.redact.Message(b.Code),
+				Param: m.redact.Message(b.Param), Message: m.redact.Message(b.Message)}}
 	}
 	retryable := provider.RetryableTransport(err)
-	if raw != nil {
-		retryable = provider.RetryAdvice(raw, retryable)
-	}
-	if text := err.Error(); m.scrub(text) != text {
-		err = errors.New(m.scrub(text)) // drop an error that quotes the key
+	if text := err.Error(); m.redact.Message(text) != text {
+		err = errors.New(m.redact.Message(text)) // drop an error that quotes the key
 	}
 	return &llm.ProviderError{Provider: Provider, Retryable: retryable, Err: err}
 }
@@ -394,16 +452,11 @@ func (m *Model) failure(ctx, call context.Context, err error, raw *http.Response
 // echo them ("Incorrect API key provided: sk-proj-****abcd").
 var keyLike = regexp.MustCompile(`\bsk-[A-Za-z0-9_*\-.]{3,}`)
 
-// scrubber returns a function that removes key, and anything shaped like a
-// key, from text the server sent, and bounds its length. The key lives only in
-// the closure, so printing a Model with %+v does not show it.
-func scrubber(key string) func(string) string {
-	return func(s string) string { return provider.Scrub(s, key, keyLike, "sk-[redacted]") }
-}
-
 // APIError is what the API said about a failed call: its HTTP status and the
-// body's {"error":{"message","type","code","param"}}. It never holds the
-// request or the key. A *llm.ProviderError from Generate wraps it.
+// body's {"error":{"message","type","code","param"}} (or the message of
+// another shape a compatible server writes), with any key taken out. It
+// never holds the request or the key. A *llm.ProviderError from Generate
+// wraps it.
 type APIError struct {
 	Status  int
 	Type    string

@@ -178,6 +178,19 @@ func apiError(status int, typ, code, message string, header map[string]string) h
 	}
 }
 
+// raw answers with status, header and body exactly as given: the shapes
+// misbehaving servers write.
+func raw(status int, header map[string]string, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		for k, v := range header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
 // hang answers only when the client gives up or the test ends.
 func hang(done <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

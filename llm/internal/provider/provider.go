@@ -1,17 +1,21 @@
 // Package provider holds what the model adapters share about calling an HTTP
-// API: which failures are worth trying again, and how text a server sent is
-// made safe to put in an error.
+// API: which failures are worth trying again, how an answer is bounded and
+// read (guard.go), and how text a server sent is made safe to put in an error,
+// a Response or an event (redact.go).
 package provider
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
-	"regexp"
-	"strings"
+	"strconv"
 	"syscall"
-	"unicode/utf8"
+	"time"
+
+	"github.com/planexec/planexec/llm"
 )
 
 // RetryableStatus reports whether an HTTP status may succeed if the call is
@@ -48,23 +52,49 @@ func RetryableTransport(err error) bool {
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
-// MaxMessage bounds the text of a server's message kept in an error.
-const MaxMessage = 500
+// MaxRetryWait is the longest wait a server may ask for (Retry-After) that
+// the SDKs are let sleep before trying again, even when the call has no
+// deadline. openai-go stops at the same bound.
+const MaxRetryWait = 2 * time.Minute
 
-// Scrub removes key, and anything keyLike matches (replaced by mask), from
-// text a server or transport wrote, and cuts it to MaxMessage bytes on a
-// rune boundary.
-func Scrub(s, key string, keyLike *regexp.Regexp, mask string) string {
-	if key != "" {
-		s = strings.ReplaceAll(s, key, "[redacted]")
-	}
-	s = keyLike.ReplaceAllString(s, mask)
-	if len(s) > MaxMessage {
-		cut := MaxMessage
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
+// RetryAfter reads the wait a server asked for before the next try: the
+// Retry-After-Ms header (milliseconds) when it holds a usable number, else
+// Retry-After (seconds, or an HTTP date), the order the SDKs read them in.
+// A negative, NaN or unreadable value is no advice; a wait too long for a
+// time.Duration is the longest one.
+func RetryAfter(h http.Header) (time.Duration, bool) {
+	for _, r := range []struct {
+		header string
+		unit   time.Duration
+	}{{"Retry-After-Ms", time.Millisecond}, {"Retry-After", time.Second}} {
+		v := h.Get(r.header)
+		if v == "" {
+			continue
 		}
-		s = s[:cut] + "…"
+		if f, err := strconv.ParseFloat(v, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			switch {
+			case math.IsNaN(f) || f < 0:
+				continue
+			case f*float64(r.unit) >= math.MaxInt64:
+				return math.MaxInt64, true
+			}
+			return time.Duration(f * float64(r.unit)), true
+		}
+		if r.unit == time.Second {
+			if t, err := http.ParseTime(v); err == nil {
+				return max(time.Until(t), 0), true
+			}
+		}
 	}
-	return s
+	return 0, false
+}
+
+// TokenCount checks one token count a server reported: it must be between 0
+// and llm.MaxTokenCount. Anything else is an error wrapping
+// llm.ErrMalformedResponse that names field.
+func TokenCount(field string, n int64) error {
+	if n < 0 || n > llm.MaxTokenCount {
+		return fmt.Errorf("%w: %s is %d, outside 0 to %d", llm.ErrMalformedResponse, field, n, int64(llm.MaxTokenCount))
+	}
+	return nil
 }
