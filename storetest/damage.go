@@ -43,6 +43,7 @@ const (
 	KindClaim
 )
 
+// String names the kind: "plan", "step", "decision" or "claim".
 func (k RecordKind) String() string {
 	switch k {
 	case KindPlan:

@@ -78,8 +78,10 @@ var migrations = [...][]string{
 		`ALTER TABLE {s}.approvals ALTER COLUMN decision TYPE bytea USING convert_to(decision::text, 'UTF8')`,
 		// Every record has its layout version in a column, as plans and
 		// decisions had: steps and claims gain one. Every row there was
-		// written in layout 1 (its documents say so too); from now on each
-		// writer states its version, so the default goes.
+		// written in layout 1 (its documents say so too). From now on each
+		// writer states its version, so the default goes: a replica still
+		// running the first version, which could not record a step in
+		// these tables, fails at its claim, before any effect.
 		`ALTER TABLE {s}.steps ADD COLUMN version integer NOT NULL DEFAULT 1`,
 		`ALTER TABLE {s}.steps ALTER COLUMN version DROP DEFAULT`,
 		`ALTER TABLE {s}.claims ADD COLUMN version integer NOT NULL DEFAULT 1`,
