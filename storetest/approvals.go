@@ -55,6 +55,27 @@ func runApprovalStore(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("An approver and a reason come back exactly as written, whatever they hold", func(t *testing.T) {
+		k := setup(t, open)
+		pending := planexec.Decision{RequestID: "rec-1", Status: planexec.Pending, Approver: plannerText,
+			Why: plannerText, DecidedAt: k.clk.Now()}
+		denied := planexec.Decision{RequestID: "rec-1", Status: planexec.Denied, Approver: "\x00" + plannerText,
+			Why: printableText + "\x00", DecidedAt: k.clk.Now().Add(time.Second)}
+		// Replacing a decision reads or overwrites what the first save wrote.
+		for _, want := range []planexec.Decision{pending, denied} {
+			if err := k.Approvals.SaveDecision(k.ctx, "acme", want); err != nil {
+				t.Fatalf("SaveDecision (%s): %v", want.Status, err)
+			}
+			got, err := k.Approvals.Decision(k.ctx, "acme", "rec-1")
+			if err != nil {
+				t.Fatalf("Decision (%s): %v", want.Status, err)
+			}
+			for _, d := range diffDecision(got, want) {
+				t.Error(d)
+			}
+		}
+	})
+
 	t.Run("A later SaveDecision for the same record replaces the earlier", func(t *testing.T) {
 		k := setup(t, open)
 		first := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana",

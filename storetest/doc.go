@@ -19,12 +19,17 @@
 //
 // Each subtest opens its own stores and moves its clock by hand, so leases
 // run out when the test says. A store must keep times to the millisecond at
-// least, give back a zero time as zero, keep JSON (arguments, outcomes) as
-// the same JSON value — key order, spacing and escaping may change; numbers
-// may not go through float64 — and keep decimals exact. The subtests are
-// grouped by interface:
+// least, give back a zero time as zero, keep decimals exact, and keep
+// whatever a planner, a tool or a person writes: text (a goal, an intent,
+// an approver, a reason, an error) exactly, whatever it holds — a NUL,
+// control characters, characters of the astral plane, U+2028, a lone
+// combining mark — and a step's arguments byte for byte, the spacing
+// between their tokens and their escapes ("\u0000") as written. Outcomes need only come back as the same
+// JSON value: key order, spacing and escaping may change; numbers may not
+// go through float64. The subtests are grouped by interface:
 //
-//   - PlanStore: round trips of plans and step records, ErrNoRecord for what
+//   - PlanStore: round trips of plans and step records, whatever a planner
+//     wrote in them, across saves of the same run; ErrNoRecord for what
 //     was never saved or was forgotten, steps kept for the same plan and
 //     dropped for a new one, tenants isolated, records handed out as copies,
 //     a run of a thousand steps.
@@ -32,12 +37,31 @@
 //     whose claim moved on, completion, release, doubt, Resolve, tenants,
 //     and exactly one winner among 50 goroutines claiming one key (a store
 //     must be safe to share between goroutines).
-//   - ApprovalStore: round trips, replacement, tenants.
+//   - ApprovalStore: round trips (whatever an approver and a reason hold),
+//     replacement, tenants.
 //   - StepStore: when Plans is a [planexec.StepStore] and the very value
 //     that is Idempotency (as the executor checks), CompleteStep and
 //     ReleaseStep write both or neither. Skipped otherwise.
 //   - Executor: a plan held for a person, decided, resumed and replayed by
 //     new executors over the same stores.
+//   - DamagedRecords: when Stores has a [Tamper], records the store never
+//     wrote. A plan, step, decision or claim of a newer layout is refused
+//     with a [*planexec.StoreError] wrapping [planexec.ErrNewerRecord] (a
+//     newer plan is not overwritten, a newer claim neither taken nor
+//     resolved); a status or claim state the package never writes, and a
+//     completed claim whose outcome is missing or not JSON, with one
+//     wrapping [planexec.ErrCorruptRecord]: never replayed as an outcome,
+//     never taken for a step that did not run. Skipped without a Tamper.
+//
+// A durable store's tests give the suite a Tamper over the same backing,
+// which writes with the database's own tools and sets a record's version or
+// status everywhere the store keeps it ([SetMember] rewrites one member of
+// a stored document):
+//
+//	storetest.Run(t, func(t testing.TB, now func() time.Time) storetest.Stores {
+//		s, db := openStore(t, filepath.Join(t.TempDir(), "plans.db"), now)
+//		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s, Tamper: tamper{db}}
+//	})
 //
 // # The crash harness
 //

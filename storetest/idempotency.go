@@ -180,6 +180,20 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		k.expectCompleted(t, theKey, want)
 	})
 
+	t.Run("A key completed with no outcome gives none back, and is still completed", func(t *testing.T) {
+		k := setup(t, open)
+		c := k.acquire(t, theKey, "worker-a", false)
+		if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, nil); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		for _, takeOver := range []bool{false, true} {
+			got := k.claim(t, theKey, "latecomer", takeOver)
+			if got.State != planexec.ClaimCompleted || len(got.Outcome) != 0 {
+				t.Errorf("Claim (TakeOver %v) = %s, want completed with no outcome", takeOver, showClaim(got))
+			}
+		}
+	})
+
 	t.Run("A key released as not applied is claimable again under a higher epoch", func(t *testing.T) {
 		k := setup(t, open)
 		first := k.acquire(t, theKey, "worker-a", false)

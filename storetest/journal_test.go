@@ -49,12 +49,36 @@ type claim struct {
 
 // entry is one line of the journal: what one write changed.
 type entry struct {
-	Plan     *planexec.PlanRecord `json:"plan,omitempty"`
-	Step     *stepEntry           `json:"step,omitempty"`
-	Forget   *runKey              `json:"forget,omitempty"`
-	Claim    *claimEntry          `json:"claim,omitempty"`
-	Decision *decisionEntry       `json:"decision,omitempty"`
-	Effect   *effectEntry         `json:"effect,omitempty"`
+	Plan     *planEntry     `json:"plan,omitempty"`
+	Step     *stepEntry     `json:"step,omitempty"`
+	Forget   *runKey        `json:"forget,omitempty"`
+	Claim    *claimEntry    `json:"claim,omitempty"`
+	Decision *decisionEntry `json:"decision,omitempty"`
+	Effect   *effectEntry   `json:"effect,omitempty"`
+}
+
+// planEntry is a plan record as a line holds it. A line has no line break,
+// and encoding/json would compact a step's arguments: they are kept as
+// strings beside the record, byte for byte, and put back when it is read.
+type planEntry struct {
+	Record    *planexec.PlanRecord `json:"record"`
+	Arguments []string             `json:"arguments"`
+}
+
+func newPlanEntry(rec *planexec.PlanRecord) *planEntry {
+	e := &planEntry{Record: rec, Arguments: make([]string, len(rec.Plan.Steps))}
+	for i, s := range rec.Plan.Steps {
+		e.Arguments[i] = string(s.Arguments)
+	}
+	return e
+}
+
+// record is the plan record the entry holds, its arguments put back.
+func (e *planEntry) record() *planexec.PlanRecord {
+	for i := range e.Record.Plan.Steps {
+		e.Record.Plan.Steps[i].Arguments = json.RawMessage(e.Arguments[i])
+	}
+	return e.Record
 }
 
 type stepEntry struct {
@@ -143,7 +167,8 @@ func (j *journal) write(e entry) error {
 }
 
 func (j *journal) apply(e entry) {
-	if p := e.Plan; p != nil {
+	if e.Plan != nil {
+		p := e.Plan.record()
 		k := runKey{p.Tenant, p.RunID}
 		if old := j.plans[k]; old != nil && old.Plan.ID == p.Plan.ID {
 			p.Steps, p.Created = old.Steps, old.Created
@@ -187,7 +212,7 @@ func (j *journal) do(fn func() error) error {
 func (j *journal) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 	c := *rec
 	c.Steps = nil
-	return j.do(func() error { return j.write(entry{Plan: &c}) })
+	return j.do(func() error { return j.write(entry{Plan: newPlanEntry(&c)}) })
 }
 
 func (j *journal) SaveStep(_ context.Context, tenant, run string, step planexec.StepRecord) error {
@@ -207,11 +232,16 @@ func (j *journal) LoadPlan(_ context.Context, tenant, run string) (*planexec.Pla
 		if rec == nil {
 			return planexec.ErrNoRecord
 		}
-		b, err := json.Marshal(rec)
+		b, err := json.Marshal(newPlanEntry(rec))
 		if err != nil {
 			return err
 		}
-		return json.Unmarshal(b, &c)
+		var e planEntry
+		if err := json.Unmarshal(b, &e); err != nil {
+			return err
+		}
+		c = *e.record()
+		return nil
 	})
 	if err != nil {
 		return nil, err

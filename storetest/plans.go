@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,46 @@ func samplePlan(id string) planexec.Plan {
 		{ID: "s2", Tool: "book_flight", Arguments: json.RawMessage(`{"fare":412.50,"flight":"BA117","note":"<a & b> \u00fcn\u00efcode","seats":9007199254740993}`), DependsOn: []string{"s1"}, Intent: "book the cheapest"},
 		{ID: "s3", Tool: "notify", Arguments: json.RawMessage(`{"nested":{"list":[1,2.0,"x",null,true,{}],"tiny":1e-30}}`), DependsOn: []string{"s1", "s2"}},
 	}}
+}
+
+// printableText is text as a planner may write it that may stand unescaped
+// in a JSON string: an emoji and a character of the astral plane (surrogate
+// pairs when escaped), U+2028 and U+2029 (which encoding/json escapes), a
+// combining mark with nothing to combine with, a byte order mark, U+FFFD, a
+// noncharacter and markup.
+const printableText = "emoji \U0001F600 clef \U0001D11E ls\u2028ps\u2029 \u0301lone mark bom\ufeff repl\ufffd nonchar\uffff <a href='x'>&amp;</a>"
+
+// plannerText is printableText with a NUL (which PostgreSQL's text and
+// jsonb refuse), other control characters, quotes and backslashes. Every
+// store keeps it as it is.
+const plannerText = "nul\x00 ctl\x01\x1f\x7f quote\" back\\slash " + printableText
+
+// plannerArguments are arguments as a planner may write them: spread over
+// lines, with escapes ("\u0000", a surrogate pair, "\/") and printableText
+// unescaped, and numbers a float64 would change. A store gives them back
+// byte for byte.
+var plannerArguments = json.RawMessage("{\n" +
+	`  "escaped" : "NUL \u0000, emoji \ud83d\ude00, \u2028, \/, \" \\ \u0301",` + "\n" +
+	"\t\"as is\": \"" + printableText + "\",\r\n" +
+	`  "numbers": [ 412.50, 9007199254740993, 1e-30, -0 ], "empty": {  }` + "\n}")
+
+// plannerPlan is a plan whose goal, intents and arguments hold what a
+// planner may write.
+func plannerPlan(id string) planexec.Plan {
+	return planexec.Plan{ID: id, Goal: plannerText, Revision: 1, Steps: []planexec.Step{
+		{ID: "s1", Tool: "notify", Arguments: plannerArguments, Intent: plannerText},
+		{ID: "s2", Tool: "book_flight", Arguments: json.RawMessage(`{"note":"\u0000"}`), DependsOn: []string{"s1"}, Intent: "\x00"},
+	}}
+}
+
+// plannerStep is a step record whose error, approver and outcome hold what
+// a planner, a tool or a person may write.
+func plannerStep(id, planID string, status planexec.StepStatus, at time.Time) planexec.StepRecord {
+	return planexec.StepRecord{
+		StepID: id, PlanID: planID, Tool: "notify", Status: status,
+		Outcome: json.RawMessage(`{"echo":"NUL \u0000 \ud83d\ude00 \u2028","text":"` + printableText + `"}`),
+		Key:     "sha256:" + id, ApprovedBy: plannerText, Error: plannerText, Finished: at,
+	}
 }
 
 func sampleRecord(tenant, run string, p planexec.Plan, status planexec.PlanStatus, at time.Time) *planexec.PlanRecord {
@@ -60,8 +101,8 @@ func diffPlan(got, want planexec.Plan) []string {
 		if g.ID != w.ID || g.Tool != w.Tool || g.Intent != w.Intent {
 			d = append(d, fmt.Sprintf("plan step %d is %q (tool %q, intent %q), want %q (tool %q, intent %q)", i, g.ID, g.Tool, g.Intent, w.ID, w.Tool, w.Intent))
 		}
-		if !jsonEqual(g.Arguments, w.Arguments) {
-			d = append(d, fmt.Sprintf("plan step %q arguments %s, want the same JSON as %s", w.ID, g.Arguments, w.Arguments))
+		if !bytes.Equal(g.Arguments, w.Arguments) {
+			d = append(d, fmt.Sprintf("plan step %q arguments %q, want byte for byte %q", w.ID, g.Arguments, w.Arguments))
 		}
 		if !slices.Equal(g.DependsOn, w.DependsOn) {
 			d = append(d, fmt.Sprintf("plan step %q depends on %q, want %q", w.ID, g.DependsOn, w.DependsOn))
@@ -125,6 +166,51 @@ func runPlanStore(t *testing.T, open Open) {
 		}
 		if len(got.Steps) != 0 {
 			t.Errorf("a plan with no step written has steps %v", got.Steps)
+		}
+	})
+
+	t.Run("Whatever a planner writes comes back as written, and the run can be saved again and again", func(t *testing.T) {
+		k := setup(t, open)
+		if !json.Valid(plannerArguments) {
+			t.Fatalf("the suite's own arguments are not JSON: %s", plannerArguments)
+		}
+		want := plannerPlan("plan-1")
+		first := plannerStep("s1", "plan-1", planexec.StepDone, k.clk.Now())
+		second := plannerStep("s2", "plan-1", planexec.StepInDoubt, k.clk.Now())
+		// A run saves its plan as it goes: a store that cannot read back
+		// what its first save wrote fails the saves after it.
+		for i, status := range []planexec.PlanStatus{planexec.PlanRunning, planexec.PlanAwaitingApproval, planexec.PlanFailed} {
+			if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", want, status, k.clk.Now())); err != nil {
+				t.Fatalf("SavePlan %d (%s): %v", i+1, status, err)
+			}
+			if i == 0 {
+				if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", first); err != nil {
+					t.Fatalf("SaveStep s1: %v", err)
+				}
+			}
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", second); err != nil {
+			t.Fatalf("SaveStep s2: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if got.Status != planexec.PlanFailed {
+			t.Errorf("status %q, want the status saved last, failed", got.Status)
+		}
+		for _, d := range diffPlan(got.Plan, want) {
+			t.Error(d)
+		}
+		for _, w := range []planexec.StepRecord{first, second} {
+			g, ok := got.Steps[w.StepID]
+			if !ok {
+				t.Errorf("step %s is not on record", w.StepID)
+				continue
+			}
+			for _, d := range diffStep(g, w) {
+				t.Errorf("step %s: %s", w.StepID, d)
+			}
 		}
 	})
 

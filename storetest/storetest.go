@@ -19,6 +19,10 @@ type Stores struct {
 	Plans       planexec.PlanStore
 	Idempotency planexec.IdempotencyStore
 	Approvals   planexec.ApprovalStore
+	// Tamper, if set, writes into the same backing what the stores never
+	// would, so the suite can check what they make of it. Durable stores
+	// should give one; without it those checks are skipped.
+	Tamper Tamper
 }
 
 // Open returns stores over a fresh, empty backing private to t, whose leases run on now.
@@ -34,6 +38,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("IdempotencyStore", func(t *testing.T) { runIdempotencyStore(t, open) })
 	t.Run("ApprovalStore", func(t *testing.T) { runApprovalStore(t, open) })
 	t.Run("StepStore", func(t *testing.T) { runStepStore(t, open) })
+	t.Run("DamagedRecords", func(t *testing.T) { runDamagedRecords(t, open) })
 	t.Run("Executor", func(t *testing.T) { runExecutor(t, open) })
 	t.Run("Cancellation", func(t *testing.T) { runCancellation(t, open) })
 }

@@ -10,19 +10,22 @@ import (
 )
 
 const (
-	decisionSQL     = `SELECT version, decision::text FROM {s}.approvals WHERE tenant = $1 AND record_id = $2`
+	decisionSQL     = `SELECT version, decision FROM {s}.approvals WHERE tenant = $1 AND record_id = $2`
 	saveDecisionSQL = `INSERT INTO {s}.approvals (tenant, record_id, version, status, decision, decided_at)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, status = excluded.status,
 	decision = excluded.decision, decided_at = excluded.decided_at`
 )
 
-// Decision implements planexec.ApprovalStore.
+// Decision implements planexec.ApprovalStore. A decision written by a newer
+// version of this package is a *planexec.StoreError wrapping
+// planexec.ErrNewerRecord; one that cannot be decoded, or that holds a
+// status this package never writes, wraps planexec.ErrCorruptRecord.
 func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
 	const op = "decision"
 	var (
 		version int
-		doc     string
+		doc     []byte
 	)
 	err := s.scan(ctx, s.q.decision, []any{tenant, requestID}, &version, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -31,7 +34,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)
 	}
-	d, err := decodeDecision(requestID, version, []byte(doc))
+	d, err := decodeDecision(requestID, version, doc)
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)
 	}
@@ -42,11 +45,11 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 // decision for the same record.
 func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
-	doc, err := encode(decisionDoc{Version: planexec.PlanRecordVersion, Decision: d})
+	doc, err := encodeDecision(d)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RequestID, planexec.PlanRecordVersion, string(d.Status), doc, d.DecidedAt); err != nil {
+	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RequestID, decisionVersion, string(d.Status), doc, d.DecidedAt); err != nil {
 		return storeErr(op, err)
 	}
 	return nil

@@ -13,30 +13,24 @@ import (
 	"github.com/planexec/planexec"
 )
 
-// Claim states as the claims table spells them.
-const (
-	stateAcquired  = "acquired"
-	stateCompleted = "completed"
-	stateInDoubt   = "in_doubt"
-	stateFree      = "free" // given up; the row keeps its epoch so fencing still holds
-)
-
 // claimSQL takes a key: an insert for a new key; an update of the existing
 // row when it is free, or when its lease ran out and the caller may take it
-// over. It returns no row when the key is not the caller's to take; heldSQL
-// then reads it. Parameters: tenant, key, holder, lease (µs), run, step,
-// tool, clock (NULL: the database's), take over.
-const claimSQL = `INSERT INTO {s}.claims AS c (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool)
-VALUES ($1, $2, 'acquired', 1, $3, coalesce($8::timestamptz, now()) + $4::bigint * interval '1 microsecond', $5, $6, $7)
+// over, and a newer version of this package did not write it. It returns no
+// row when the key is not the caller's to take; heldSQL then reads it.
+// Parameters: tenant, key, holder, lease (µs), run, step, tool, clock (NULL:
+// the database's), take over, claimVersion.
+const claimSQL = `INSERT INTO {s}.claims AS c (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version)
+VALUES ($1, $2, 'acquired', 1, $3, coalesce($8::timestamptz, now()) + $4::bigint * interval '1 microsecond', $5, $6, $7, $10)
 ON CONFLICT (tenant, key) DO UPDATE
 SET state = 'acquired', epoch = c.epoch + 1, holder = excluded.holder, lease_expires = excluded.lease_expires,
-	outcome = NULL, run_id = excluded.run_id, step_id = excluded.step_id, tool = excluded.tool, updated = now()
-WHERE c.state = 'free' OR (c.state = 'acquired' AND c.lease_expires <= coalesce($8::timestamptz, now()) AND $9::boolean)
+	outcome = NULL, run_id = excluded.run_id, step_id = excluded.step_id, tool = excluded.tool, version = excluded.version, updated = now()
+WHERE (c.state = 'free' OR (c.state = 'acquired' AND c.lease_expires <= coalesce($8::timestamptz, now()) AND $9::boolean))
+	AND c.version <= excluded.version
 RETURNING c.epoch, c.lease_expires`
 
-// heldSQL reads a key the caller could not take, with the time its lease is
-// judged by. Parameters: tenant, key, clock.
-const heldSQL = `SELECT state, epoch, holder, lease_expires, outcome, coalesce($3::timestamptz, now())
+// heldSQL reads a key the caller could not take or resolve, with the time
+// its lease is judged by. Parameters: tenant, key, clock.
+const heldSQL = `SELECT state, epoch, holder, lease_expires, outcome, version, coalesce($3::timestamptz, now())
 FROM {s}.claims WHERE tenant = $1 AND key = $2`
 
 // The fenced writes change a claim only while the caller's epoch holds it.
@@ -53,15 +47,14 @@ func fencedSQL(set string) string {
 }
 
 // resolveSQL settles a key unless a live holder has it, moving its epoch on.
-// Parameters: tenant, key, applied, outcome, clock.
+// It leaves alone a completed key, and a row it cannot read: a newer
+// version's, or one in a state this package never writes. Parameters:
+// tenant, key, applied, outcome, clock, claimVersion.
 const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
 	state = CASE WHEN $3::boolean THEN 'completed' ELSE 'free' END,
-	outcome = CASE WHEN $3::boolean THEN $4::bytea END, updated = now()
-WHERE tenant = $1 AND key = $2 AND state <> 'completed'
+	outcome = CASE WHEN $3::boolean THEN $4::bytea END, version = $6, updated = now()
+WHERE tenant = $1 AND key = $2 AND state IN ('free', 'acquired', 'in_doubt') AND version BETWEEN 1 AND $6
 	AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
-
-// claimStateSQL reads a key's state, to say why a resolution did not apply.
-const claimStateSQL = `SELECT state FROM {s}.claims WHERE tenant = $1 AND key = $2`
 
 // claimExistsSQL tells, after a write that did not apply, a key nobody
 // claimed from one claimed by someone else.
@@ -79,12 +72,10 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	now := s.now()
 	for range claimAttempts {
 		var (
-			epoch         int64
-			expires, at   pgtype.Timestamptz
-			state, holder string
-			outcome       []byte
+			epoch   int64
+			expires pgtype.Timestamptz
 		)
-		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver},
+		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver, claimVersion},
 			&epoch, &expires)
 		if err == nil {
 			return planexec.Claim{State: planexec.ClaimAcquired, Epoch: epoch, Holder: req.Holder, LeaseExpires: expires.Time}, nil
@@ -92,28 +83,43 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return planexec.Claim{}, storeErr(op, err)
 		}
-		err = s.scan(ctx, s.q.held, []any{k.Tenant, k.Digest, now}, &state, &epoch, &holder, &expires, &outcome, &at)
+		// Claims are never deleted, so the row the insert met is there.
+		row, at, err := s.held(ctx, k, now)
 		if err != nil {
-			// Claims are never deleted, so the row the insert met is there.
+			return planexec.Claim{}, storeErr(op, err)
+		}
+		state, outcome, err := decodeClaim(k, row)
+		if err != nil {
 			return planexec.Claim{}, storeErr(op, err)
 		}
 		switch state {
-		case stateCompleted:
-			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: epoch, Outcome: raw(outcome)}, nil
-		case stateInDoubt:
-			return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: epoch, Holder: holder}, nil
-		case stateAcquired:
-			if at.Time.Before(expires.Time) {
-				return planexec.Claim{State: planexec.ClaimHeld, Epoch: epoch, Holder: holder, LeaseExpires: expires.Time}, nil
+		case planexec.ClaimCompleted:
+			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: row.epoch, Outcome: outcome}, nil
+		case planexec.ClaimInDoubt:
+			return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: row.epoch, Holder: row.holder}, nil
+		case planexec.ClaimAcquired:
+			if at.Before(row.expires) {
+				return planexec.Claim{State: planexec.ClaimHeld, Epoch: row.epoch, Holder: row.holder, LeaseExpires: row.expires}, nil
 			}
 			if !req.TakeOver {
-				return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: epoch, Holder: holder, LeaseExpires: expires.Time}, nil
+				return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: row.epoch, Holder: row.holder, LeaseExpires: row.expires}, nil
 			}
 		}
 		// Free, or a lease that ran out for a caller who may take it over:
 		// the key changed between the two statements. Try again.
 	}
 	return planexec.Claim{}, storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", k.Digest, claimAttempts))
+}
+
+// held reads a key's row, and the time its lease is judged by.
+func (s *Store) held(ctx context.Context, key planexec.Key, now any) (claimRow, time.Time, error) {
+	var (
+		r           claimRow
+		expires, at pgtype.Timestamptz
+	)
+	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.state, &r.epoch, &r.holder, &expires, &r.outcome, &r.version, &at)
+	r.expires = expires.Time
+	return r, at.Time, err
 }
 
 // Extend implements planexec.IdempotencyStore.
@@ -123,7 +129,7 @@ func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, []byte(outcome))
+	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, encodeOutcome(outcome))
 }
 
 // Release implements planexec.IdempotencyStore.
@@ -155,23 +161,30 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 	const op = "resolve"
 	var outcome []byte
 	if r.Applied {
-		outcome = r.Outcome
+		outcome = encodeOutcome(r.Outcome)
 	}
-	tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, s.now())
+	now := s.now()
+	tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, now, claimVersion)
 	switch {
 	case err != nil:
 		return storeErr(op, err)
 	case tag.RowsAffected() == 1:
 		return nil
 	}
-	var state string
-	err = s.scan(ctx, s.q.claimState, []any{key.Tenant, key.Digest}, &state)
+	// Why not: no such key, a row this package cannot read, a completed
+	// key, or a live holder.
+	row, _, err := s.held(ctx, key, now)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return planexec.ErrNoRecord
 	case err != nil:
 		return storeErr(op, err)
-	case state == stateCompleted:
+	}
+	state, _, err := decodeClaim(key, row)
+	switch {
+	case err != nil:
+		return storeErr(op, err)
+	case state == planexec.ClaimCompleted:
 		return planexec.ErrCompleted
 	}
 	return planexec.ErrInFlight
@@ -181,12 +194,4 @@ func (s *Store) claimExists(ctx context.Context, key planexec.Key) (bool, error)
 	var exists bool
 	err := s.scan(ctx, s.q.claimExists, []any{key.Tenant, key.Digest}, &exists)
 	return exists, err
-}
-
-// raw returns an outcome as the memory store would: nil when empty.
-func raw(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
 }

@@ -41,26 +41,52 @@
 // schema migrated by a newer version of this package is refused.
 //
 //   - plans: one row per run (tenant, run_id), with the plan id, status and
-//     record layout version as columns and the record as JSON.
-//   - steps: one row per step (tenant, run_id, step_id), its record as JSON.
-//     A step costs one row whatever the plan's length. Saving a run under a
-//     new plan id drops the old plan's rows in the same transaction.
+//     record layout version as columns and the record as a JSON document.
+//   - steps: one row per step (tenant, run_id, step_id), its layout version
+//     and its record. A step costs one row whatever the plan's length.
+//     Saving a run under a new plan id drops the old plan's rows in the same
+//     transaction.
 //   - claims: one row per idempotency key (tenant, key): state, epoch,
-//     holder, lease_expires, outcome, and the run, step and tool that
-//     claimed it. Rows are never deleted, not even by Forget: a claim is
-//     what keeps an effect from happening twice.
-//   - approvals: one row per decision (tenant, record_id).
+//     holder, lease_expires, outcome, layout version, and the run, step and
+//     tool that claimed it. Rows are never deleted, not even by Forget: a
+//     claim is what keeps an effect from happening twice. A completed
+//     claim's outcome is never NULL (an empty one is zero bytes).
+//   - approvals: one row per decision (tenant, record_id), with its layout
+//     version, status and time as columns and the decision as a JSON
+//     document.
 //
 // Every statement is scoped by tenant: one tenant never reads, writes or
 // forgets another's records.
 //
-// Records are JSON, never gob, and each carries the version of its layout
-// (planexec.PlanRecordVersion). A record written by a newer version is
-// refused with a [*planexec.StoreError] wrapping [planexec.ErrNewerRecord]
-// rather than misread; one that cannot be decoded wraps
-// [planexec.ErrCorruptRecord]. Columns are of type json, not jsonb, so step
-// arguments and outcomes come back as they were written (jsonb would reorder
-// their keys) and strings holding \u0000 are stored.
+// # Records
+//
+// Records are JSON, never gob, stored as bytea: the database keeps them
+// byte for byte and never parses them. Whatever a planner, a tool or a
+// person wrote comes back as written: a NUL ("\u0000", which neither jsonb
+// nor any json operator accepts), any character, and a step's arguments
+// byte for byte, with the spacing and escapes the planner used between
+// their first byte and their last (jsonb would also reorder keys). To read a record in SQL, convert_from(record, 'UTF8')
+// gives its text; cast to json, it serves json operators unless it holds a
+// \u0000.
+//
+// Ids (tenants, run ids, step ids, plan ids, tool names, keys, holders,
+// record ids) are text columns: they must be valid UTF-8 without a NUL
+// byte, as the executor ensures for what a planner names (it refuses ids
+// with control characters or invalid UTF-8). PostgreSQL refuses any other,
+// and the store returns a *planexec.StoreError.
+//
+// Every record has the version of its layout (plans and steps:
+// planexec.PlanRecordVersion; decisions and claims: a version of their own)
+// in its row's version column and, for documents, in the document too. A
+// record written by a newer version, by either, is refused with a
+// [*planexec.StoreError] wrapping [planexec.ErrNewerRecord] rather than
+// misread, and SavePlan does not overwrite a plan a newer version wrote;
+// Claim does not take, nor Resolve settle, a key a newer version wrote. A
+// record that cannot be decoded, names another run, step or decision than
+// its row, or holds a status (for a claim, a state) this package never
+// writes, and a completed claim whose outcome is NULL or not JSON, is a
+// *planexec.StoreError wrapping [planexec.ErrCorruptRecord]: it is never
+// replayed as an outcome nor taken for a step that did not run.
 //
 // # Claims, leases and fencing
 //
@@ -72,7 +98,7 @@
 // matches the holder's epoch, so a holder whose claim was taken over changes
 // nothing and gets [planexec.ErrFenced]. A key left in doubt stays in doubt,
 // whatever its lease, until Resolve; Resolve refuses a live holder with
-// [planexec.ErrClaimHeld].
+// [planexec.ErrInFlight].
 //
 // Leases are measured by the database's clock, so replicas need not agree
 // on the time. [WithClock] measures them by a clock of your own instead;
@@ -93,7 +119,7 @@
 // statement is a [*planexec.StoreError] with Store "postgres" and the
 // operation in Op; nothing is recorded as done that was not. Answers are the
 // planexec sentinels, as the memory stores give them: [planexec.ErrNoRecord],
-// [planexec.ErrFenced], [planexec.ErrClaimHeld], [planexec.ErrCompleted].
+// [planexec.ErrFenced], [planexec.ErrInFlight], [planexec.ErrCompleted].
 //
 // # Testing
 //

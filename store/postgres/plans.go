@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,9 +12,10 @@ import (
 )
 
 const (
-	// lockPlanSQL reads the run's plan id and creation time under a lock that
+	// lockPlanSQL reads the run's plan id and record under a lock that
 	// orders concurrent SavePlans of one run but lets step writes through.
-	lockPlanSQL = `SELECT plan_id, record -> 'created', version, coalesce((record ->> 'version')::integer, 0) FROM {s}.plans WHERE tenant = $1 AND run_id = $2 FOR NO KEY UPDATE`
+	// The record is read whole: the database never parses it.
+	lockPlanSQL = `SELECT plan_id, version, record FROM {s}.plans WHERE tenant = $1 AND run_id = $2 FOR NO KEY UPDATE`
 	// writePlanSQL writes the plan row and drops the run's step rows unless
 	// they are the same plan's: a new plan id starts with no steps, and so
 	// does a new run (a step that finished while its run was forgotten
@@ -31,15 +31,16 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
 	status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated`
 	// saveStepSQL writes a step's row if its run has a plan.
-	saveStepSQL = `INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, record)
-SELECT $1, $2::text, $3, $4, $5 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)` + stepConflict
+	saveStepSQL = `INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
+SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)` + stepConflict
 	stepConflict = `
-ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, record = excluded.record`
+ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version, record = excluded.record`
 	// loadPlanSQL reads the plan and its steps in one statement, so in one
 	// snapshot.
-	loadPlanSQL = `SELECT p.version, p.record::text,
+	loadPlanSQL = `SELECT p.version, p.record,
 	ARRAY(SELECT s.step_id FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
-	ARRAY(SELECT s.record::text FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id)
+	ARRAY(SELECT s.version FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
+	ARRAY(SELECT s.record FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id)
 FROM {s}.plans p WHERE p.tenant = $1 AND p.run_id = $2`
 	forgetSQL = `WITH plan AS (DELETE FROM {s}.plans WHERE tenant = $1 AND run_id = $2)
 DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2`
@@ -47,7 +48,7 @@ DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2`
 
 // jointSQL is CompleteStep's or ReleaseStep's statement: the fenced claim
 // write (set, parameters $1 to $4) applies only if the run has a plan, and
-// the step's record (parameters $5 to $8) is written only if it applied.
+// the step's record (parameters $5 to $9) is written only if it applied.
 // One statement, so both or neither. The join reads the plan row without
 // locking it: a concurrent SavePlan of the run does not wait for steps.
 func jointSQL(set string) string {
@@ -56,8 +57,8 @@ func jointSQL(set string) string {
 	WHERE c.tenant = $1 AND c.key = $2 AND c.epoch = $3 AND c.state = 'acquired' AND p.tenant = $1 AND p.run_id = $5::text
 	RETURNING 1
 )
-INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, record)
-SELECT $1, $5::text, $6::text, $7::text, $8::json FROM written` + stepConflict
+INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
+SELECT $1, $5::text, $6::text, $7::text, $9::integer, $8::bytea FROM written` + stepConflict
 }
 
 // whyNotSQL says why a joint write did not apply: whether the caller's
@@ -83,34 +84,29 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 	}
 	c := *rec
 	c.Steps = nil // steps are rows of their own
-	if c.Version == 0 {
-		c.Version = planexec.PlanRecordVersion
-	}
+	c.Version = planVersion
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
-			oldPlan                   string
-			oldCreated                []byte
-			oldColumn, oldRecordLevel int
+			oldPlan   string
+			oldColumn int
+			oldDoc    []byte
 		)
-		err := tx.QueryRow(ctx, s.q.lockPlan, c.Tenant, c.RunID).Scan(&oldPlan, &oldCreated, &oldColumn, &oldRecordLevel)
+		err := tx.QueryRow(ctx, s.q.lockPlan, c.Tenant, c.RunID).Scan(&oldPlan, &oldColumn, &oldDoc)
+		oldVersion, oldCreated := storedPlanHead(oldDoc)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case max(oldColumn, oldRecordLevel) > planexec.PlanRecordVersion:
+		case max(oldColumn, oldVersion) > planVersion:
 			// A newer version of this package wrote it: overwriting it
 			// would lose what that version knows.
-			return fmt.Errorf("the stored record of run %q is version %d, newer than this package's %d: %w",
-				c.RunID, max(oldColumn, oldRecordLevel), planexec.PlanRecordVersion, planexec.ErrNewerRecord)
-		case oldPlan == c.Plan.ID:
+			return newer(fmt.Sprintf("the stored plan of run %q", c.RunID), max(oldColumn, oldVersion), planVersion)
+		case oldPlan == c.Plan.ID && !oldCreated.IsZero():
 			// A record that cannot say when it was created is replaced by
 			// this one, which can.
-			var t time.Time
-			if json.Unmarshal(oldCreated, &t) == nil {
-				c.Created = t
-			}
+			c.Created = oldCreated
 		}
-		doc, err := encode(&c)
+		doc, err := encodePlan(&c)
 		if err != nil {
 			return err
 		}
@@ -126,11 +122,11 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 // SaveStep implements planexec.PlanStore. A run with no plan is ErrNoRecord.
 func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexec.StepRecord) error {
 	const op = "save step"
-	doc, err := encode(stepDoc{Version: planexec.PlanRecordVersion, StepRecord: step})
+	doc, err := encodeStep(step)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	tag, err := s.exec(ctx, s.q.saveStep, tenant, runID, step.StepID, step.PlanID, doc)
+	tag, err := s.exec(ctx, s.q.saveStep, tenant, runID, step.StepID, step.PlanID, planVersion, doc)
 	switch {
 	case err != nil:
 		return storeErr(op, err)
@@ -144,7 +140,7 @@ func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexe
 // step recorded by one statement, so both or neither. It is the second and
 // last round trip of an executed step, after Claim.
 func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
-	return s.jointWrite(ctx, "complete step", s.q.completeStep, key, epoch, []byte(outcome), runID, rec)
+	return s.jointWrite(ctx, "complete step", s.q.completeStep, key, epoch, encodeOutcome(outcome), runID, rec)
 }
 
 // ReleaseStep implements planexec.StepStore, in one statement like
@@ -158,12 +154,12 @@ func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, 
 // ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
 // holds the key, ErrNoRecord for a run with no plan. It wrote nothing.
 func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, arg any, runID string, rec planexec.StepRecord) error {
-	doc, err := encode(stepDoc{Version: planexec.PlanRecordVersion, StepRecord: rec})
+	doc, err := encodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}
 	for range jointAttempts {
-		tag, err := s.exec(ctx, sql, key.Tenant, key.Digest, epoch, arg, runID, rec.StepID, rec.PlanID, doc)
+		tag, err := s.exec(ctx, sql, key.Tenant, key.Digest, epoch, arg, runID, rec.StepID, rec.PlanID, doc, planVersion)
 		switch {
 		case err != nil:
 			return storeErr(op, err)
@@ -192,30 +188,31 @@ func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key
 
 // LoadPlan implements planexec.PlanStore. A record written by a newer
 // version of this package is a *planexec.StoreError wrapping
-// planexec.ErrNewerRecord; one that cannot be decoded wraps
-// planexec.ErrCorruptRecord.
+// planexec.ErrNewerRecord; one that cannot be decoded, or that holds a
+// status this package never writes, wraps planexec.ErrCorruptRecord.
 func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
 	const op = "load plan"
 	var (
-		version  int
-		doc      string
-		stepIDs  []string
-		stepDocs []string
+		version      int
+		doc          []byte
+		stepIDs      []string
+		stepVersions []int
+		stepDocs     [][]byte
 	)
-	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &stepIDs, &stepDocs)
+	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &stepIDs, &stepVersions, &stepDocs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, planexec.ErrNoRecord
 	}
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
-	rec, err := decodePlan(tenant, runID, version, []byte(doc))
+	rec, err := decodePlan(tenant, runID, version, doc)
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
 	rec.Steps = make(map[string]planexec.StepRecord, len(stepDocs))
 	for i := range stepDocs {
-		st, err := decodeStep(runID, stepIDs[i], []byte(stepDocs[i]))
+		st, err := decodeStep(runID, stepIDs[i], stepVersions[i], stepDocs[i])
 		if err != nil {
 			return nil, storeErr(op, err)
 		}

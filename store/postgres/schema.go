@@ -66,17 +66,42 @@ var migrations = [...][]string{
 			PRIMARY KEY (tenant, record_id)
 		)`,
 	},
+	2: {
+		// Records become bytes the database never parses. In json columns
+		// they were stored, but any json operator on a record that held
+		// \u0000 failed (PostgreSQL's text cannot hold a NUL), and SavePlan
+		// read a run's record with one: a planner that wrote "\u0000" left
+		// its run unable to save again. json keeps its input text, so the
+		// conversion carries every record over byte for byte.
+		`ALTER TABLE {s}.plans ALTER COLUMN record TYPE bytea USING convert_to(record::text, 'UTF8')`,
+		`ALTER TABLE {s}.steps ALTER COLUMN record TYPE bytea USING convert_to(record::text, 'UTF8')`,
+		`ALTER TABLE {s}.approvals ALTER COLUMN decision TYPE bytea USING convert_to(decision::text, 'UTF8')`,
+		// Every record has its layout version in a column, as plans and
+		// decisions had: steps and claims gain one. Every row there was
+		// written in layout 1 (its documents say so too). From now on each
+		// writer states its version, so the default goes: a replica still
+		// running the first version, which could not record a step in
+		// these tables, fails at its claim, before any effect.
+		`ALTER TABLE {s}.steps ADD COLUMN version integer NOT NULL DEFAULT 1`,
+		`ALTER TABLE {s}.steps ALTER COLUMN version DROP DEFAULT`,
+		`ALTER TABLE {s}.claims ADD COLUMN version integer NOT NULL DEFAULT 1`,
+		`ALTER TABLE {s}.claims ALTER COLUMN version DROP DEFAULT`,
+		// A completed claim's outcome is never NULL from now on (an empty
+		// one is zero bytes), so that a NULL there can only be damage.
+		// Before, an empty outcome was written as NULL.
+		`UPDATE {s}.claims SET outcome = ''::bytea WHERE state = 'completed' AND outcome IS NULL`,
+	},
 }
 
 // SchemaVersion is the version of the tables this package reads and writes.
 // A schema that a newer version migrated further is refused.
 const SchemaVersion = len(migrations) - 1
 
-// migrate creates the schema or brings it to SchemaVersion, in one
-// transaction under an advisory lock keyed by the schema's name: replicas
-// that start together wait for each other, and the later ones find the work
-// done.
-func (s *Store) migrate(ctx context.Context, schema string) error {
+// migrate creates the schema or brings it to version (SchemaVersion but in
+// tests), in one transaction under an advisory lock keyed by the schema's
+// name: replicas that start together wait for each other, and the later
+// ones find the work done.
+func (s *Store) migrate(ctx context.Context, schema string, version int) error {
 	ident := pgx.Identifier{schema}.Sanitize()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('planexec schema ' || $1, 0))`, schema); err != nil {
@@ -107,7 +132,7 @@ func (s *Store) migrate(ctx context.Context, schema string) error {
 		if current > SchemaVersion {
 			return fmt.Errorf("schema %s is at version %d and this package knows %d: %w", ident, current, SchemaVersion, planexec.ErrNewerRecord)
 		}
-		for v := current + 1; v <= SchemaVersion; v++ {
+		for v := current + 1; v <= version; v++ {
 			for _, stmt := range migrations[v] {
 				if _, err := tx.Exec(ctx, strings.ReplaceAll(stmt, "{s}", ident)); err != nil {
 					return fmt.Errorf("migrating to version %d: %w", v, err)

@@ -86,7 +86,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 		return nil, err
 	}
 	s := &Store{pool: pool, maxConns: int(pool.Config().MaxConns), clock: o.clock, q: buildQueries(pgx.Identifier{o.schema}.Sanitize())}
-	if err := s.migrate(ctx, o.schema); err != nil {
+	if err := s.migrate(ctx, o.schema, SchemaVersion); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -172,10 +172,10 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // queries holds every statement with the schema filled in.
 type queries struct {
-	claim, held, extend, complete, release, resolve, claimExists, claimState string
-	completeStep, releaseStep, whyNot                                        string
-	lockPlan, writePlan, saveStep, loadPlan, forget                          string
-	decision, saveDecision                                                   string
+	claim, held, extend, complete, release, resolve, claimExists string
+	completeStep, releaseStep, whyNot                            string
+	lockPlan, writePlan, saveStep, loadPlan, forget              string
+	decision, saveDecision                                       string
 }
 
 func buildQueries(schema string) queries {
@@ -188,7 +188,6 @@ func buildQueries(schema string) queries {
 		release:      in(fencedSQL(releaseSet)),
 		resolve:      in(resolveSQL),
 		claimExists:  in(claimExistsSQL),
-		claimState:   in(claimStateSQL),
 		completeStep: in(jointSQL(completeSet)),
 		releaseStep:  in(jointSQL(releaseSet)),
 		whyNot:       in(whyNotSQL),

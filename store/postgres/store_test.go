@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,7 +148,7 @@ func TestARunSavedAnewStartsWithoutStepsLeftBehind(t *testing.T) {
 	// A step that finished while its run was being forgotten leaves a row
 	// with no plan.
 	doc, _ := json.Marshal(map[string]any{"version": 1, "step_id": "s1", "plan_id": "p1", "status": "done"})
-	sqlExec(t, schema, `INSERT INTO steps (tenant, run_id, step_id, plan_id, record) VALUES ('acme', 'run-1', 's1', 'p1', $1)`, string(doc))
+	sqlExec(t, schema, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, $1)`, doc)
 	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1"), time.Now())); err != nil {
 		t.Fatal(err)
 	}
@@ -236,45 +234,88 @@ func wantStoreError(t *testing.T, what string, err, target error) {
 	}
 }
 
-func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
-	t.Parallel()
+// onRecords saves a plan with a step, a decision and a claim, damages them
+// with damage (statements run in the store's schema), and returns what
+// reading each gives.
+func onRecords(t *testing.T, damage ...string) (load, decision, claim, save error) {
+	t.Helper()
 	s, schema := newStore(t)
 	ctx := context.Background()
-	rec := record("acme", "run-1", plan("p1", "s1"), time.Now())
-	rec.Version = 99
-	wantStoreError(t, "SavePlan of a version 99 record", s.SavePlan(ctx, rec), planexec.ErrNewerRecord)
-	if _, err := s.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
-		t.Fatalf("a refused record was written: %v", err)
+	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1"), time.Now())); err != nil {
+		t.Fatal(err)
 	}
-
-	for i, c := range []struct{ name, setup string }{
-		{"the plan row's version", `UPDATE plans SET version = 99`},
-		{"the plan record's version", `UPDATE plans SET record = json_build_object('version', 99, 'tenant', 'acme', 'run_id', 'run-1', 'plan', 'from the future')`},
-		{"a step record's version", `UPDATE steps SET record = '{"version": 99, "step_id": "s1"}'`},
-	} {
-		run := fmt.Sprintf("run-%d", i)
-		if err := s.SavePlan(ctx, record("acme", run, plan("p1", "s1"), time.Now())); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SaveStep(ctx, "acme", run, done("s1", "p1", time.Now())); err != nil {
-			t.Fatal(err)
-		}
-		sqlExec(t, schema, c.setup+` WHERE run_id = $1`, run)
-		_, err := s.LoadPlan(ctx, "acme", run)
-		wantStoreError(t, c.name+" at 99", err, planexec.ErrNewerRecord)
-		if i < 2 {
-			// An older package must not write over what a newer one wrote.
-			err := s.SavePlan(ctx, record("acme", run, plan("p1", "s1"), time.Now()))
-			wantStoreError(t, "SavePlan over "+c.name+" at 99", err, planexec.ErrNewerRecord)
-		}
+	if err := s.SaveStep(ctx, "acme", "run-1", done("s1", "p1", time.Now())); err != nil {
+		t.Fatal(err)
 	}
-
 	if err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved}); err != nil {
 		t.Fatal(err)
 	}
-	sqlExec(t, schema, `UPDATE approvals SET version = 99`)
-	_, err := s.Decision(ctx, "acme", "r1")
-	wantStoreError(t, "a decision at version 99", err, planexec.ErrNewerRecord)
+	key := planexec.Key{Tenant: "acme", Digest: "k1"}
+	c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, key, c.Epoch, json.RawMessage(`"done"`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range damage {
+		sqlExec(t, schema, sql)
+	}
+	_, load = s.LoadPlan(ctx, "acme", "run-1")
+	_, decision = s.Decision(ctx, "acme", "r1")
+	_, claim = s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute, TakeOver: true})
+	save = s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1"), time.Now()))
+	return load, decision, claim, save
+}
+
+// Each record keeps its layout version in a column and, for documents, in
+// the document too: a newer version in either place is refused.
+func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t)
+	rec := record("acme", "run-1", plan("p1", "s1"), time.Now())
+	rec.Version = 99
+	wantStoreError(t, "SavePlan of a version 99 record", s.SavePlan(context.Background(), rec), planexec.ErrNewerRecord)
+	if _, err := s.LoadPlan(context.Background(), "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		t.Fatalf("a refused record was written: %v", err)
+	}
+
+	tests := []struct {
+		name string
+		sql  string
+		// which reads must see the newer record
+		load, decision, claim, save bool
+	}{
+		{"the plan row's version", `UPDATE plans SET version = 99`, true, false, false, true},
+		{"the plan document's version", `UPDATE plans SET record = convert_to('{"version": 99, "tenant": "acme", "run_id": "run-1", "plan": "from the future"}', 'UTF8')`,
+			true, false, false, true},
+		{"a step row's version", `UPDATE steps SET version = 99`, true, false, false, false},
+		{"a step document's version", `UPDATE steps SET record = convert_to('{"version": 99, "step_id": "s1"}', 'UTF8')`, true, false, false, false},
+		{"a decision row's version", `UPDATE approvals SET version = 99`, false, true, false, false},
+		{"a decision document's version", `UPDATE approvals SET decision = convert_to('{"version": 99, "record_id": "r1"}', 'UTF8')`, false, true, false, false},
+		{"a claim row's version", `UPDATE claims SET version = 99`, false, false, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			load, decision, claim, save := onRecords(t, tc.sql)
+			for _, r := range []struct {
+				what  string
+				err   error
+				newer bool
+			}{{"LoadPlan", load, tc.load}, {"Decision", decision, tc.decision}, {"Claim", claim, tc.claim}, {"SavePlan over it", save, tc.save}} {
+				switch {
+				case r.newer:
+					wantStoreError(t, r.what, r.err, planexec.ErrNewerRecord)
+					if errors.Is(r.err, planexec.ErrCorruptRecord) {
+						t.Errorf("%s: %v; a newer record is not corrupt", r.what, r.err)
+					}
+				case r.err != nil:
+					t.Errorf("%s: %v; only the record of a newer version is refused", r.what, r.err)
+				}
+			}
+		})
+	}
 }
 
 func TestASchemaMigratedByANewerVersionIsRefused(t *testing.T) {
@@ -287,33 +328,52 @@ func TestASchemaMigratedByANewerVersionIsRefused(t *testing.T) {
 
 func TestACorruptRecordIsReportedAsCorrupt(t *testing.T) {
 	t.Parallel()
-	s, schema := newStore(t)
-	ctx := context.Background()
-	for i, c := range []struct{ name, setup string }{
-		{"a plan record that is not an object", `UPDATE plans SET record = '"scribbled over"'`},
-		{"a plan record of the wrong shape", `UPDATE plans SET record = '{"version": 1, "tenant": "acme", "run_id": "%RUN%", "plan": {"steps": "none"}}'`},
-		{"a plan record without a version", `UPDATE plans SET record = '{"tenant": "acme", "run_id": "%RUN%"}'`},
-		{"a plan record of another run", `UPDATE plans SET record = '{"version": 1, "tenant": "globex", "run_id": "elsewhere"}'`},
-		{"a step record of the wrong shape", `UPDATE steps SET record = '{"version": 1, "step_id": "s1", "finished": "yesterday"}'`},
-		{"a step record of another step", `UPDATE steps SET record = '{"version": 1, "step_id": "s9"}'`},
-	} {
-		run := fmt.Sprintf("run-%d", i)
-		if err := s.SavePlan(ctx, record("acme", run, plan("p1", "s1"), time.Now())); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.SaveStep(ctx, "acme", run, done("s1", "p1", time.Now())); err != nil {
-			t.Fatal(err)
-		}
-		sqlExec(t, schema, strings.ReplaceAll(c.setup, "%RUN%", run)+` WHERE run_id = $1`, run)
-		_, err := s.LoadPlan(ctx, "acme", run)
-		wantStoreError(t, c.name, err, planexec.ErrCorruptRecord)
+	tests := []struct {
+		name string
+		sql  string
+		// which read must report it
+		load, decision, claim bool
+	}{
+		{"a plan record that is not an object", `UPDATE plans SET record = convert_to('"scribbled over"', 'UTF8')`, true, false, false},
+		{"a plan record cut short", `UPDATE plans SET record = substring(record for 20)`, true, false, false},
+		{"a plan record in another format", `UPDATE plans SET record = '\x1f8b0800'::bytea`, true, false, false},
+		{"a plan record of the wrong shape", `UPDATE plans SET record = convert_to('{"version": 1, "tenant": "acme", "run_id": "run-1", "status": "running", "plan": {"steps": "none"}}', 'UTF8')`,
+			true, false, false},
+		{"a plan record without a version", `UPDATE plans SET record = convert_to('{"tenant": "acme", "run_id": "run-1", "status": "running"}', 'UTF8')`, true, false, false},
+		{"a plan row without a version", `UPDATE plans SET version = 0`, true, false, false},
+		{"a plan record of another run", `UPDATE plans SET record = convert_to('{"version": 1, "tenant": "globex", "run_id": "elsewhere", "status": "running"}', 'UTF8')`,
+			true, false, false},
+		{"a plan record with a status never written", `UPDATE plans SET record = convert_to('{"version": 1, "tenant": "acme", "run_id": "run-1", "status": ""}', 'UTF8')`,
+			true, false, false},
+		{"a step record of the wrong shape", `UPDATE steps SET record = convert_to('{"version": 1, "step_id": "s1", "status": "done", "finished": "yesterday"}', 'UTF8')`,
+			true, false, false},
+		{"a step record of another step", `UPDATE steps SET record = convert_to('{"version": 1, "step_id": "s9", "status": "done"}', 'UTF8')`, true, false, false},
+		{"a step record without a status", `UPDATE steps SET record = convert_to('{"version": 1, "step_id": "s1"}', 'UTF8')`, true, false, false},
+		{"a step row without a version", `UPDATE steps SET version = 0`, true, false, false},
+		{"a decision that is an array", `UPDATE approvals SET decision = convert_to('[1, 2, 3]', 'UTF8')`, false, true, false},
+		{"a decision on another record", `UPDATE approvals SET decision = convert_to('{"version": 1, "record_id": "r9", "status": "granted"}', 'UTF8')`, false, true, false},
+		{"a decision row without a version", `UPDATE approvals SET version = 0`, false, true, false},
+		{"a claim row without a version", `UPDATE claims SET version = 0`, false, false, true},
+		{"a completed claim with an outcome cut short", `UPDATE claims SET outcome = convert_to('"do', 'UTF8')`, false, false, true},
 	}
-	if err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved}); err != nil {
-		t.Fatal(err)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			load, decision, claim, _ := onRecords(t, tc.sql)
+			for _, r := range []struct {
+				what    string
+				err     error
+				corrupt bool
+			}{{"LoadPlan", load, tc.load}, {"Decision", decision, tc.decision}, {"Claim", claim, tc.claim}} {
+				switch {
+				case r.corrupt:
+					wantStoreError(t, r.what, r.err, planexec.ErrCorruptRecord)
+				case r.err != nil:
+					t.Errorf("%s: %v; only the damaged record is refused", r.what, r.err)
+				}
+			}
+		})
 	}
-	sqlExec(t, schema, `UPDATE approvals SET decision = '[1, 2, 3]'`)
-	_, err := s.Decision(ctx, "acme", "r1")
-	wantStoreError(t, "a decision that is an array", err, planexec.ErrCorruptRecord)
 }
 
 func TestReplicasStartingAtOnceMigrateTheSchemaOnce(t *testing.T) {

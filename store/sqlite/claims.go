@@ -10,14 +10,6 @@ import (
 	"github.com/planexec/planexec"
 )
 
-// Claim states as the claims table spells them.
-const (
-	stateFree      = "free" // given up; the row keeps its epoch so fencing still holds
-	stateAcquired  = "acquired"
-	stateCompleted = "completed"
-	stateInDoubt   = "in_doubt"
-)
-
 // Claim implements planexec.IdempotencyStore. A key nobody claimed is taken
 // by one insert; any other goes through a transaction that reads the row
 // under the write lock.
@@ -26,7 +18,7 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	now := s.now()
 	expires := now.Add(req.Lease)
 	k := req.Key
-	n, err := on{s.ws, nil}.affected(ctx, qClaimNew, k.Tenant, k.Digest, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool)
+	n, err := on{s.ws, nil}.affected(ctx, qClaimNew, k.Tenant, k.Digest, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, claimVersion)
 	if err != nil {
 		return planexec.Claim{}, storeErr(op, err)
 	}
@@ -35,41 +27,39 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	}
 	var c planexec.Claim
 	err = s.write(ctx, op, func(tx on) error {
-		var (
-			state, holder string
-			epoch         int64
-			lease         sql.NullInt64
-			outcome       []byte
-		)
-		err := tx.row(ctx, qClaimGet, k.Tenant, k.Digest).Scan(&state, &epoch, &holder, &lease, &outcome)
+		// Rows are never deleted, so the one the insert met is there.
+		r, err := readClaim(ctx, tx, k)
 		if err != nil {
-			// Rows are never deleted, so the one the insert met is there.
+			return err
+		}
+		state, outcome, err := decodeClaim(k, r)
+		if err != nil {
 			return err
 		}
 		// Read now again: the write lock may have taken a while.
 		now = s.now()
 		switch state {
-		case stateCompleted:
-			c = planexec.Claim{State: planexec.ClaimCompleted, Epoch: epoch, Outcome: raw(outcome)}
+		case planexec.ClaimCompleted:
+			c = planexec.Claim{State: planexec.ClaimCompleted, Epoch: r.epoch, Outcome: outcome}
 			return nil
-		case stateInDoubt:
-			c = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: epoch, Holder: holder}
+		case planexec.ClaimInDoubt:
+			c = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: r.epoch, Holder: r.holder}
 			return nil
-		case stateAcquired:
-			if live(now, lease) {
-				c = planexec.Claim{State: planexec.ClaimHeld, Epoch: epoch, Holder: holder, LeaseExpires: fromNanos(lease)}
+		case planexec.ClaimAcquired:
+			if live(now, r.lease) {
+				c = planexec.Claim{State: planexec.ClaimHeld, Epoch: r.epoch, Holder: r.holder, LeaseExpires: fromNanos(r.lease)}
 				return nil
 			}
 			if !req.TakeOver {
 				// An expired holder of an irreversible step may have done
 				// it: in doubt until someone resolves it.
-				c = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: epoch, Holder: holder, LeaseExpires: fromNanos(lease)}
+				c = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: r.epoch, Holder: r.holder, LeaseExpires: fromNanos(r.lease)}
 				return nil
 			}
 		}
 		expires = now.Add(req.Lease)
-		_, err = tx.exec(ctx, qClaimTake, epoch+1, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, k.Tenant, k.Digest)
-		c = planexec.Claim{State: planexec.ClaimAcquired, Epoch: epoch + 1, Holder: req.Holder, LeaseExpires: expires}
+		_, err = tx.exec(ctx, qClaimTake, r.epoch+1, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, claimVersion, k.Tenant, k.Digest)
+		c = planexec.Claim{State: planexec.ClaimAcquired, Epoch: r.epoch + 1, Holder: req.Holder, LeaseExpires: expires}
 		return err
 	})
 	if err != nil {
@@ -78,18 +68,22 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	return c, nil
 }
 
+// readClaim reads a key's row; sql.ErrNoRows if it has none.
+func readClaim(ctx context.Context, tx on, key planexec.Key) (claimRow, error) {
+	var (
+		r      claimRow
+		isNull bool
+	)
+	err := tx.row(ctx, qClaimGet, key.Tenant, key.Digest).Scan(&r.state, &r.epoch, &r.holder, &r.lease, &r.outcome, &isNull, &r.version)
+	if err == nil && !isNull && r.outcome == nil {
+		r.outcome = []byte{} // an empty BLOB scans as nil; it is not NULL
+	}
+	return r, err
+}
+
 // live reports whether a lease ending at lease still holds at now.
 func live(now time.Time, lease sql.NullInt64) bool {
 	return lease.Valid && nanos(now).Int64 < lease.Int64
-}
-
-// raw is a stored outcome (a copy: Scan copies into a []byte); empty is
-// none.
-func raw(b []byte) json.RawMessage {
-	if len(b) == 0 {
-		return nil
-	}
-	return b
 }
 
 // held runs q, a write of the holder of epoch (args come first, then the
@@ -119,7 +113,7 @@ func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, blob(outcome)))
+	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, encodeOutcome(outcome)))
 }
 
 // Release implements planexec.IdempotencyStore.
@@ -134,39 +128,30 @@ func released(inDoubt bool) string {
 	return stateFree
 }
 
-// blob is an outcome as stored: NULL when empty.
-func blob(outcome json.RawMessage) []byte {
-	if len(outcome) == 0 {
-		return nil
-	}
-	return outcome
-}
-
 // Resolve implements planexec.IdempotencyStore.
 func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolution) error {
 	return s.write(ctx, "resolve", func(tx on) error {
-		var (
-			state, holder string
-			epoch         int64
-			lease         sql.NullInt64
-			outcome       []byte
-		)
-		err := tx.row(ctx, qClaimGet, key.Tenant, key.Digest).Scan(&state, &epoch, &holder, &lease, &outcome)
+		row, err := readClaim(ctx, tx, key)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			return planexec.ErrNoRecord
 		case err != nil:
 			return err
-		case state == stateAcquired && live(s.now(), lease):
+		}
+		state, _, err := decodeClaim(key, row)
+		switch {
+		case err != nil:
+			return err
+		case state == planexec.ClaimAcquired && live(s.now(), row.lease):
 			return planexec.ErrInFlight
-		case state == stateCompleted:
+		case state == planexec.ClaimCompleted:
 			return planexec.ErrCompleted
 		}
-		state, outcome = stateFree, nil
+		next, outcome := stateFree, []byte(nil)
 		if r.Applied {
-			state, outcome = stateCompleted, blob(r.Outcome)
+			next, outcome = stateCompleted, encodeOutcome(r.Outcome)
 		}
-		_, err = tx.exec(ctx, qClaimResolve, state, outcome, key.Tenant, key.Digest)
+		_, err = tx.exec(ctx, qClaimResolve, next, outcome, claimVersion, key.Tenant, key.Digest)
 		return err
 	})
 }
@@ -176,12 +161,12 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 // when the run has no plan record, or a *planexec.StoreError).
 func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
 	const op = "complete step"
-	doc, err := encode(rec)
+	doc, err := encodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}
 	return s.write(ctx, op, func(tx on) error {
-		if err := held(ctx, tx, qClaimComplete, key, epoch, blob(outcome)); err != nil {
+		if err := held(ctx, tx, qClaimComplete, key, epoch, encodeOutcome(outcome)); err != nil {
 			return err
 		}
 		return saveStep(ctx, tx, key.Tenant, runID, rec, doc)
@@ -192,7 +177,7 @@ func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64,
 // or kept in doubt) and the step recorded in one transaction, or neither is.
 func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
 	const op = "release step"
-	doc, err := encode(rec)
+	doc, err := encodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}

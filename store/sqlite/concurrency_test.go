@@ -149,7 +149,7 @@ func TestProcessesRacingToOpenOneFileMigrateItOnceAndAcquireEachKeyOnce(t *testi
 		}
 	}
 	var v int
-	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 1 {
-		t.Errorf("schema version after the race = %d, %v; want 1", v, err)
+	if err := rawDB(t, path).QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion {
+		t.Errorf("schema version after the race = %d, %v; want %d", v, err, sqlite.SchemaVersion)
 	}
 }

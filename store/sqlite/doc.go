@@ -69,17 +69,36 @@
 // row is keyed by tenant first, and every query names the tenant: one tenant
 // asking for another's run gets [planexec.ErrNoRecord].
 //
-// Records are versioned JSON. A file whose schema is newer than this package
-// is refused at Open, and a plan record of a newer version at LoadPlan, with
-// a *planexec.StoreError wrapping [planexec.ErrNewerRecord]: upgrade the
-// reader rather than misread the data. A row that cannot be decoded is a
-// *planexec.StoreError wrapping [planexec.ErrCorruptRecord].
+// Records are JSON documents in TEXT columns, which SQLite keeps as they
+// are given: whatever a planner, a tool or a person wrote comes back as
+// written, a NUL ("\u0000") and any character included, and a step's
+// arguments byte for byte, with the spacing and escapes the planner used
+// between their first byte and their last. Ids (tenants, run ids, step
+// ids, plan ids, tool names, keys, holders, record ids) are TEXT too, kept
+// as given and compared byte by byte; keep them valid UTF-8 without a NUL
+// byte, as the executor ensures for what a planner names, so that other
+// tools read the file as this package does.
+//
+// Every record has the version of its layout (plans and steps:
+// planexec.PlanRecordVersion; decisions and claims: a version of their own)
+// in its row's version column and, for documents, in the document too. A
+// file whose schema is newer than this package is refused at Open, and a
+// record of a newer version, by either, when it is read, with a
+// *planexec.StoreError wrapping [planexec.ErrNewerRecord]: upgrade the
+// reader rather than misread the data. SavePlan does not overwrite a plan
+// a newer version wrote; Claim does not take, nor Resolve settle, a key a
+// newer version wrote. A record that cannot be decoded, names another run,
+// step or decision than its row, or holds a status (for a claim, a state)
+// this package never writes, and a completed claim whose outcome is NULL
+// or not JSON, is a *planexec.StoreError wrapping
+// [planexec.ErrCorruptRecord]: it is never replayed as an outcome nor taken
+// for a step that did not run.
 //
 // # Errors
 //
 // Failures of the database come back as *planexec.StoreError with Store
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
 // plan", "migrate"). The SDK's sentinels come back as they are:
-// [planexec.ErrNoRecord], [planexec.ErrFenced], [planexec.ErrClaimHeld] and [planexec.ErrCompleted],
+// [planexec.ErrNoRecord], [planexec.ErrFenced], [planexec.ErrInFlight] and [planexec.ErrCompleted],
 // for errors.Is.
 package sqlite

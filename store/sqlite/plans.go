@@ -1,109 +1,48 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/planexec/planexec"
-	"github.com/planexec/planexec/internal/storecodec"
 )
-
-// planDoc is what the plans table's record column holds: a PlanRecord
-// without its steps (rows of their own) and times (columns of their own).
-type planDoc struct {
-	Version int                 `json:"version"`
-	Tenant  string              `json:"tenant"`
-	RunID   string              `json:"run_id"`
-	Plan    planexec.Plan       `json:"plan"`
-	Status  planexec.PlanStatus `json:"status"`
-}
-
-// decisionVersion is the version of the approvals table's decision layout.
-const decisionVersion = 1
-
-// encode renders v as JSON without escaping HTML, so stored arguments and
-// outcomes stay as close to what was written as JSON allows.
-func encode(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// decode reads a stored record whose layout this package reads up to
-// version newest: a newer one is ErrNewerRecord (checked first, so a newer
-// layout is never reported as corrupt), one that is not a JSON object of the
-// layout is ErrCorruptRecord. The row's version column says the version, and
-// so does the record's own "version" field when versioned is set. what names
-// the row in the error.
-func decode(op, what string, version int64, data []byte, newest int, versioned bool, v any) error {
-	newer := func(n int64) error {
-		return storeErr(op, fmt.Errorf("%s has record version %d and this package reads versions up to %d: %w", what, n, newest, planexec.ErrNewerRecord))
-	}
-	corrupt := func(why string) error {
-		return storeErr(op, fmt.Errorf("%s cannot be decoded: %s: %w", what, why, planexec.ErrCorruptRecord))
-	}
-	if version > int64(newest) {
-		return newer(version)
-	}
-	var probe struct {
-		Version *int64 `json:"version"`
-	}
-	if d := bytes.TrimSpace(data); len(d) == 0 || d[0] != '{' {
-		return corrupt("not a JSON object")
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
-		return corrupt(err.Error())
-	}
-	if versioned {
-		switch {
-		case probe.Version == nil || *probe.Version < 1:
-			return corrupt("no record version")
-		case *probe.Version > int64(newest):
-			return newer(*probe.Version)
-		}
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return corrupt(err.Error())
-	}
-	return nil
-}
 
 // SavePlan implements planexec.PlanStore. A plan id other than the stored
 // one drops the run's step records in the same transaction. The record is
 // written at planexec.PlanRecordVersion; a stored record of a newer version
-// is not overwritten (ErrNewerRecord).
+// (in its row or its document) is not overwritten (ErrNewerRecord).
 func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
 		return storeErr(op, errors.New("a nil plan record"))
 	}
-	doc, err := encode(planDoc{Version: planexec.PlanRecordVersion, Tenant: rec.Tenant, RunID: rec.RunID, Plan: rec.Plan, Status: rec.Status})
+	if err := checkWritable(rec.Version); err != nil {
+		return storeErr(op, err)
+	}
+	doc, err := encodePlan(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}
 	return s.write(ctx, op, func(tx on) error {
 		var (
 			oldPlan    string
-			oldVersion int64
+			oldColumn  int
+			oldDoc     []byte
 			created    = nanos(rec.Created)
 			oldCreated sql.NullInt64
 		)
-		err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldVersion, &oldCreated)
+		err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated)
+		oldVersion := max(oldColumn, storedPlanVersion(oldDoc))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
-		case oldVersion > planexec.PlanRecordVersion:
-			return storeErr(op, fmt.Errorf("run %q of tenant %q has record version %d and this package writes version %d: %w",
-				rec.RunID, rec.Tenant, oldVersion, planexec.PlanRecordVersion, planexec.ErrNewerRecord))
+		case oldVersion > planVersion:
+			// A newer version of this package wrote it: overwriting it
+			// would lose what that version knows.
+			return newer(fmt.Sprintf("the stored plan of run %q", rec.RunID), oldVersion, planVersion)
 		case oldPlan == rec.Plan.ID:
 			created = oldCreated
 		default:
@@ -111,7 +50,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 				return err
 			}
 		}
-		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.Plan.ID, planexec.PlanRecordVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
+		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.Plan.ID, planVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
 		return err
 	})
 }
@@ -120,7 +59,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 // ErrNoRecord.
 func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexec.StepRecord) error {
 	const op = "save step"
-	doc, err := encode(step)
+	doc, err := encodeStep(step)
 	if err != nil {
 		return storeErr(op, err)
 	}
@@ -137,14 +76,14 @@ func saveStep(ctx context.Context, tx on, tenant, runID string, step planexec.St
 	if n == 0 {
 		return planexec.ErrNoRecord
 	}
-	_, err = tx.exec(ctx, qStepSave, tenant, runID, step.StepID, step.PlanID, planexec.PlanRecordVersion, string(doc))
+	_, err = tx.exec(ctx, qStepSave, tenant, runID, step.StepID, step.PlanID, planVersion, string(doc))
 	return err
 }
 
 // LoadPlan implements planexec.PlanStore. It reads the plan and its steps in
 // one snapshot. A record of a newer version is a *planexec.StoreError
-// wrapping planexec.ErrNewerRecord; one that cannot be decoded wraps
-// planexec.ErrCorruptRecord.
+// wrapping planexec.ErrNewerRecord; one that cannot be decoded, or that
+// holds a status this package never writes, wraps planexec.ErrCorruptRecord.
 func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
 	const op = "load plan"
 	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -154,7 +93,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	defer rtx.Rollback()
 	tx := on{s.rs, rtx}
 	var (
-		version          int64
+		version          int
 		record           []byte
 		created, updated sql.NullInt64
 	)
@@ -165,9 +104,9 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
-	var doc planDoc
-	if err := decode(op, fmt.Sprintf("the plan record of run %q", runID), version, record, planexec.PlanRecordVersion, true, &doc); err != nil {
-		return nil, err
+	doc, err := decodePlan(tenant, runID, version, record)
+	if err != nil {
+		return nil, storeErr(op, err)
 	}
 	rec := &planexec.PlanRecord{
 		Version: doc.Version, Tenant: tenant, RunID: runID, Plan: doc.Plan, Status: doc.Status,
@@ -181,16 +120,15 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	for rows.Next() {
 		var (
 			id   string
-			v    int64
+			v    int
 			data []byte
-			step planexec.StepRecord
 		)
 		if err := rows.Scan(&id, &v, &data); err != nil {
 			return nil, storeErr(op, err)
 		}
-		where := fmt.Sprintf("the record of step %q of run %q", id, runID)
-		if err := decode(op, where, v, data, planexec.PlanRecordVersion, false, &step); err != nil {
-			return nil, err
+		step, err := decodeStep(runID, id, v, data)
+		if err != nil {
+			return nil, storeErr(op, err)
 		}
 		rec.Steps[id] = step
 	}
@@ -211,29 +149,26 @@ func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 	})
 }
 
-// Decision implements planexec.ApprovalStore.
+// Decision implements planexec.ApprovalStore. A decision written by a newer
+// version of this package is a *planexec.StoreError wrapping
+// planexec.ErrNewerRecord; one that cannot be decoded, or that holds a
+// status this package never writes, wraps planexec.ErrCorruptRecord.
 func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
 	const op = "decision"
 	var (
-		version int64
+		version int
 		data    []byte
-		d       planexec.Decision
 	)
 	err := on{s.rs, nil}.row(ctx, qDecisionGet, tenant, requestID).Scan(&version, &data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return d, planexec.ErrNoRecord
+		return planexec.Decision{}, planexec.ErrNoRecord
 	}
 	if err != nil {
-		return d, storeErr(op, err)
+		return planexec.Decision{}, storeErr(op, err)
 	}
-	what := fmt.Sprintf("the decision on request %q", requestID)
-	var probe json.RawMessage
-	if err := decode(op, what, version, data, decisionVersion, false, &probe); err != nil {
-		return planexec.Decision{}, err
-	}
-	d, err = storecodec.DecodeDecision(data)
+	d, err := decodeDecision(requestID, version, data)
 	if err != nil {
-		return planexec.Decision{}, storeErr(op, fmt.Errorf("%s cannot be decoded: %s: %w", what, err, planexec.ErrCorruptRecord))
+		return planexec.Decision{}, storeErr(op, err)
 	}
 	return d, nil
 }
@@ -241,7 +176,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 // SaveDecision implements planexec.ApprovalStore.
 func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
-	doc, err := encode(d)
+	doc, err := encodeDecision(d)
 	if err != nil {
 		return storeErr(op, err)
 	}

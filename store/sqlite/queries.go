@@ -4,7 +4,7 @@ package sqlite
 // without it.
 const (
 	// plans and steps
-	qPlanHead = `SELECT plan_id, version, created FROM plans WHERE tenant = ? AND run_id = ?`
+	qPlanHead = `SELECT plan_id, version, record, created FROM plans WHERE tenant = ? AND run_id = ?`
 	qPlanSave = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
@@ -19,11 +19,12 @@ const (
 	qStepsLoad   = `SELECT step_id, version, record FROM steps WHERE tenant = ? AND run_id = ?`
 
 	// claims
-	qClaimNew = `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool)
-		VALUES (?, ?, 'acquired', 1, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`
-	qClaimGet  = `SELECT state, epoch, holder, lease_expires, outcome FROM claims WHERE tenant = ? AND key = ?`
+	qClaimNew = `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version)
+		VALUES (?, ?, 'acquired', 1, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`
+	qClaimGet = `SELECT state, epoch, holder, lease_expires, outcome, outcome IS NULL, version
+		FROM claims WHERE tenant = ? AND key = ?`
 	qClaimTake = `UPDATE claims SET state = 'acquired', epoch = ?, holder = ?, lease_expires = ?, outcome = NULL,
-			run_id = ?, step_id = ?, tool = ?
+			run_id = ?, step_id = ?, tool = ?, version = ?
 		WHERE tenant = ? AND key = ?`
 	qClaimExists = `SELECT 1 FROM claims WHERE tenant = ? AND key = ?`
 	// The three writes of a holder change the row only while its epoch
@@ -32,7 +33,7 @@ const (
 	qClaimExtend   = `UPDATE claims SET lease_expires = ?` + heldBy
 	qClaimComplete = `UPDATE claims SET state = 'completed', outcome = ?` + heldBy
 	qClaimRelease  = `UPDATE claims SET state = ?` + heldBy
-	qClaimResolve  = `UPDATE claims SET state = ?, epoch = epoch + 1, outcome = ? WHERE tenant = ? AND key = ?`
+	qClaimResolve  = `UPDATE claims SET state = ?, epoch = epoch + 1, outcome = ?, version = ? WHERE tenant = ? AND key = ?`
 
 	// approvals
 	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision) VALUES (?, ?, ?, ?)

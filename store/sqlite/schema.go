@@ -66,20 +66,37 @@ var migrations = [][]string{
 			PRIMARY KEY (tenant, record_id)
 		) WITHOUT ROWID`,
 	},
+	{
+		// Step and decision documents name their layout version, as plan
+		// documents do; before, only their rows' version column did. Every
+		// such document this package wrote starts with `{"`, so the member
+		// is put first without parsing, and so without changing, the rest.
+		`UPDATE steps SET record = '{"version":' || version || ',' || substr(record, 2) WHERE substr(record, 1, 2) = '{"'`,
+		`UPDATE approvals SET decision = '{"version":' || version || ',' || substr(decision, 2) WHERE substr(decision, 1, 2) = '{"'`,
+		// Claims have a layout version, as every other record does. Every
+		// row there was written in layout 1; writers state the version
+		// (SQLite cannot drop the default without rebuilding the table).
+		`ALTER TABLE claims ADD COLUMN version INTEGER NOT NULL DEFAULT 1`,
+		// A completed claim's outcome is never NULL from now on (an empty
+		// one is a BLOB of zero bytes), so that a NULL there can only be
+		// damage. Before, an empty outcome was written as NULL.
+		`UPDATE claims SET outcome = x'' WHERE state = 'completed' AND outcome IS NULL`,
+	},
 }
 
 // schemaVersion is the schema this package writes.
 var schemaVersion = len(migrations)
 
-// setUp puts the file in WAL mode and migrates its schema. Another process
+// setUp puts the file in WAL mode and migrates its schema to version
+// (schemaVersion but in tests). Another process
 // doing the same at the same moment can make either step report busy even
 // under the busy timeout (changing the journal mode takes an exclusive lock
 // without waiting); both are idempotent, so they are tried again until the
 // timeout.
-func setUp(ctx context.Context, db *sql.DB, busy time.Duration) error {
+func setUp(ctx context.Context, db *sql.DB, busy time.Duration, version int) error {
 	deadline := time.Now().Add(busy)
 	for {
-		err := setUpOnce(ctx, db)
+		err := setUpOnce(ctx, db, version)
 		if err == nil || !isBusy(err) || time.Now().After(deadline) {
 			return err
 		}
@@ -91,7 +108,7 @@ func setUp(ctx context.Context, db *sql.DB, busy time.Duration) error {
 	}
 }
 
-func setUpOnce(ctx context.Context, db *sql.DB) error {
+func setUpOnce(ctx context.Context, db *sql.DB, version int) error {
 	var mode string
 	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
 		return storeErr("open", err)
@@ -103,7 +120,7 @@ func setUpOnce(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	if v == schemaVersion {
+	if v >= version && v <= schemaVersion {
 		return nil
 	}
 	if err := checkVersion(v); err != nil {
@@ -122,14 +139,17 @@ func setUpOnce(ctx context.Context, db *sql.DB) error {
 	if err := checkVersion(v); err != nil {
 		return err
 	}
-	for _, m := range migrations[v:] {
+	if v >= version {
+		return nil
+	}
+	for _, m := range migrations[v:version] {
 		for _, stmt := range m {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return storeErr("migrate", err)
 			}
 		}
 	}
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version)); err != nil {
 		return storeErr("migrate", err)
 	}
 	if err := tx.Commit(); err != nil {

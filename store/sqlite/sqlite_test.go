@@ -269,34 +269,85 @@ func TestOneTenantNeverReachesAnothersRecords(t *testing.T) {
 
 // ---- bad input ----
 
-func TestAPlanRecordOfANewerVersionIsRefusedNotMisread(t *testing.T) {
+// reads is what reading each record gave.
+type reads struct{ load, decision, claim, save error }
+
+// onRecords saves a plan with a step, a decision and a completed claim,
+// damages them with the statements given (run on one connection, so a
+// PRAGMA holds for those after it), and returns what reading each gives.
+func onRecords(t *testing.T, damage ...string) reads {
+	t.Helper()
 	ctx := context.Background()
-	for name, update := range map[string]string{
-		"in the column":     `UPDATE plans SET version = 99`,
-		"in the record":     `UPDATE plans SET record = json_set(record, '$.version', 99)`,
-		"in a new layout":   `UPDATE plans SET version = 99, record = '{"version":99,"plan":"a layout this package never wrote"}'`,
-		"on a step's row":   `UPDATE steps SET version = 99`,
-		"of a decision row": `UPDATE approvals SET version = 99`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			s, path := openNew(t)
-			saveSample(t, s, "acme", "run-1", "p1")
-			_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
-			_ = s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved})
-			mustExec(t, rawDB(t, path), update)
-			if name == "of a decision row" {
-				_, err := s.Decision(ctx, "acme", "r1")
-				wantStoreError(t, err, "decision", planexec.ErrNewerRecord)
-				return
+	s, path := openNew(t)
+	saveSample(t, s, "acme", "run-1", "p1")
+	if err := s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved}); err != nil {
+		t.Fatal(err)
+	}
+	key := planexec.Key{Tenant: "acme", Digest: "k1"}
+	c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Complete(ctx, key, c.Epoch, json.RawMessage(`"done"`)); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	db.SetMaxOpenConns(1)
+	for _, stmt := range damage {
+		mustExec(t, db, stmt)
+	}
+	var r reads
+	_, r.load = s.LoadPlan(ctx, "acme", "run-1")
+	_, r.decision = s.Decision(ctx, "acme", "r1")
+	_, r.claim = s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute, TakeOver: true})
+	r.save = s.SavePlan(ctx, &planexec.PlanRecord{Tenant: "acme", RunID: "run-1", Plan: samplePlan("p1"), Status: planexec.PlanCompleted})
+	return r
+}
+
+// check fails unless each read the case names was refused with a store
+// error for op wrapping target, and every other read succeeded.
+func (r reads) check(t *testing.T, target error, load, decision, claim, save bool) {
+	t.Helper()
+	for _, c := range []struct {
+		op      string
+		err     error
+		refused bool
+	}{{"load plan", r.load, load}, {"decision", r.decision, decision}, {"claim", r.claim, claim}, {"save plan", r.save, save}} {
+		switch {
+		case c.refused:
+			wantStoreError(t, c.err, c.op, target)
+			if target == planexec.ErrNewerRecord && errors.Is(c.err, planexec.ErrCorruptRecord) {
+				t.Errorf("%s: %v; a newer record is not corrupt", c.op, c.err)
 			}
-			rec, err := s.LoadPlan(ctx, "acme", "run-1")
-			if rec != nil {
-				t.Errorf("LoadPlan returned a record: %+v", rec)
-			}
-			wantStoreError(t, err, "load plan", planexec.ErrNewerRecord)
-			if errors.Is(err, planexec.ErrCorruptRecord) {
-				t.Errorf("a newer record is reported corrupt: %v", err)
-			}
+		case c.err != nil:
+			t.Errorf("%s: %v; only the record tampered with is refused", c.op, c.err)
+		}
+	}
+}
+
+// Each record keeps its layout version in a column and, for documents, in
+// the document too: a newer version in either place is refused.
+func TestARecordOfANewerVersionIsRefusedNotMisread(t *testing.T) {
+	tests := []struct {
+		name                        string
+		sql                         string
+		load, decision, claim, save bool
+	}{
+		{"the plan row's version", `UPDATE plans SET version = 99`, true, false, false, true},
+		{"the plan document's version", `UPDATE plans SET record = json_set(record, '$.version', 99)`, true, false, false, true},
+		{"a plan in a new layout", `UPDATE plans SET version = 99, record = '{"version":99,"plan":"a layout this package never wrote"}'`, true, false, false, true},
+		{"a step row's version", `UPDATE steps SET version = 99`, true, false, false, false},
+		{"a step document's version", `UPDATE steps SET record = json_set(record, '$.version', 99)`, true, false, false, false},
+		{"a decision row's version", `UPDATE approvals SET version = 99`, false, true, false, false},
+		{"a decision document's version", `UPDATE approvals SET decision = json_set(decision, '$.version', 99)`, false, true, false, false},
+		{"a claim row's version", `UPDATE claims SET version = 99`, false, false, true, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			onRecords(t, tc.sql).check(t, planexec.ErrNewerRecord, tc.load, tc.decision, tc.claim, tc.save)
 		})
 	}
 }
@@ -313,30 +364,36 @@ func TestAPlanRecordWrittenStraightIntoTheTableWithVersion99IsRefused(t *testing
 }
 
 func TestACorruptRowIsReportedCorrupt(t *testing.T) {
-	ctx := context.Background()
-	for name, update := range map[string]string{
-		"a truncated plan record":  `UPDATE plans SET record = '{"version":1,"plan":{"id":'`,
-		"a plan record not JSON":   `UPDATE plans SET record = 'gob:0x1f8b'`,
-		"a plan record of a list":  `UPDATE plans SET record = '[1,2]'`,
-		"a plan record as null":    `UPDATE plans SET record = 'null'`,
-		"a plan without a version": `UPDATE plans SET record = json_remove(record, '$.version')`,
-		"a plan of the wrong type": `UPDATE plans SET record = json_set(record, '$.plan.steps', 'three')`,
-		"a step record":            `UPDATE steps SET record = '{"step_id":"s1","outcome":'`,
-		"a decision":               `UPDATE approvals SET decision = 'not json'`,
-	} {
-		t.Run(name, func(t *testing.T) {
-			s, path := openNew(t)
-			saveSample(t, s, "acme", "run-1", "p1")
-			_ = s.SaveStep(ctx, "acme", "run-1", stepRec("s1", "p1"))
-			_ = s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r1", Status: planexec.Approved})
-			mustExec(t, rawDB(t, path), update)
-			if name == "a decision" {
-				_, err := s.Decision(ctx, "acme", "r1")
-				wantStoreError(t, err, "decision", planexec.ErrCorruptRecord)
-				return
-			}
-			_, err := s.LoadPlan(ctx, "acme", "run-1")
-			wantStoreError(t, err, "load plan", planexec.ErrCorruptRecord)
+	tests := []struct {
+		name                  string
+		sql                   []string
+		load, decision, claim bool
+	}{
+		{"a truncated plan record", []string{`UPDATE plans SET record = '{"version":1,"plan":{"id":'`}, true, false, false},
+		{"a plan record not JSON", []string{`UPDATE plans SET record = 'gob:0x1f8b'`}, true, false, false},
+		{"a plan record of a list", []string{`UPDATE plans SET record = '[1,2]'`}, true, false, false},
+		{"a plan record as null", []string{`UPDATE plans SET record = 'null'`}, true, false, false},
+		{"a plan without a version", []string{`UPDATE plans SET record = json_remove(record, '$.version')`}, true, false, false},
+		{"a plan row without a version", []string{`UPDATE plans SET version = 0`}, true, false, false},
+		{"a plan of the wrong type", []string{`UPDATE plans SET record = json_set(record, '$.plan.steps', 'three')`}, true, false, false},
+		{"a plan of another run", []string{`UPDATE plans SET record = json_set(record, '$.run_id', 'run-9')`}, true, false, false},
+		{"a plan with a status never written", []string{`UPDATE plans SET record = json_set(record, '$.status', 'archived')`}, true, false, false},
+		{"a truncated step record", []string{`UPDATE steps SET record = '{"version":1,"step_id":"s1","outcome":'`}, true, false, false},
+		{"a step record without a version", []string{`UPDATE steps SET record = json_remove(record, '$.version')`}, true, false, false},
+		{"a step record of another step", []string{`UPDATE steps SET record = json_set(record, '$.step_id', 's9')`}, true, false, false},
+		{"a step with a status never written", []string{`UPDATE steps SET record = json_set(record, '$.status', 'skipped')`}, true, false, false},
+		{"a decision not JSON", []string{`UPDATE approvals SET decision = 'not json'`}, false, true, false},
+		{"a decision without a version", []string{`UPDATE approvals SET decision = json_remove(decision, '$.version')`}, false, true, false},
+		{"a decision on another record", []string{`UPDATE approvals SET decision = json_set(decision, '$.request_id', 'r9')`}, false, true, false},
+		{"a decision with a status never written", []string{`UPDATE approvals SET decision = json_set(decision, '$.status', 'maybe')`}, false, true, false},
+		{"a claim row without a version", []string{`UPDATE claims SET version = 0`}, false, false, true},
+		{"a completed claim with an outcome cut short", []string{`UPDATE claims SET outcome = CAST('"do' AS BLOB)`}, false, false, true},
+		{"a completed claim without an outcome", []string{`UPDATE claims SET outcome = NULL`}, false, false, true},
+		{"a claim in a state never written", []string{`PRAGMA ignore_check_constraints = 1`, `UPDATE claims SET state = 'settled'`}, false, false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			onRecords(t, tc.sql...).check(t, planexec.ErrCorruptRecord, tc.load, tc.decision, tc.claim, false)
 		})
 	}
 }
@@ -369,8 +426,8 @@ func TestOpeningTwiceMigratesOnce(t *testing.T) {
 	var v int
 	var mode string
 	db := rawDB(t, path)
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != 1 {
-		t.Errorf("user_version = %d, %v; want 1", v, err)
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion {
+		t.Errorf("user_version = %d, %v; want %d", v, err, sqlite.SchemaVersion)
 	}
 	if err := db.QueryRow(`PRAGMA journal_mode`).Scan(&mode); err != nil || mode != "wal" {
 		t.Errorf("journal_mode = %q, %v; want wal", mode, err)

@@ -108,7 +108,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := setUp(ctx, w, o.busyTimeout); err != nil {
+	if err := setUp(ctx, w, o.busyTimeout, schemaVersion); err != nil {
 		w.Close()
 		return nil, err
 	}

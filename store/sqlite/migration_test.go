@@ -1,0 +1,86 @@
+package sqlite_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/sqlite"
+)
+
+// A file the first version of this package made, with the rows it wrote
+// (step and decision documents without their version, an empty outcome as
+// NULL), is carried over by the migrations: every record reads back as it
+// was written, and the documents gain their version without another byte
+// changing.
+func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "first.db")
+	if err := sqlite.MigrateTo(ctx, path, 1); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	const (
+		planDoc     = `{"version":1,"tenant":"acme","run_id":"run-1","plan":{"id":"p1","goal":"nul \u0000 goal 😀","revision":1,"steps":[{"id":"s1","tool":"notify","arguments":{"note":"\u0000 \u2028","n":412.50},"intent":"ls \u2028"}]},"status":"running"}`
+		stepDoc     = `{"step_id":"s1","plan_id":"p1","tool":"notify","status":"done","outcome":{"echo":"\u0000"},"key":"k-done","finished":"2030-01-02T03:04:05.123456789Z"}`
+		decisionDoc = `{"record_id":"r1","status":"denied","approver":"ana\u0000","reason":"no 𝄞","decided_at":"2030-01-02T03:04:05.123456789Z","expires":"0001-01-01T00:00:00Z"}`
+	)
+	db := rawDB(t, path)
+	mustExec(t, db, `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated) VALUES ('acme', 'run-1', 'p1', 1, 'running', ?, ?, ?)`,
+		planDoc, created.UnixNano(), created.UnixNano())
+	mustExec(t, db, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, ?)`, stepDoc)
+	mustExec(t, db, `INSERT INTO approvals (tenant, record_id, version, decision) VALUES ('acme', 'r1', 1, ?)`, decisionDoc)
+	mustExec(t, db, `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, outcome, run_id, step_id, tool) VALUES
+		('acme', 'k-empty', 'completed', 1, 'h', 0, NULL, 'run-1', 's0', 'notify'),
+		('acme', 'k-done', 'completed', 2, 'h', 0, CAST('"PNR"' AS BLOB), 'run-1', 's1', 'notify'),
+		('acme', 'k-doubt', 'in_doubt', 3, 'h', 0, NULL, 'run-1', 's2', 'notify')`)
+
+	s := openAt(t, path)
+
+	for _, c := range []struct{ query, want string }{
+		{`SELECT record FROM plans`, planDoc},
+		{`SELECT record FROM steps`, `{"version":1,` + stepDoc[1:]},
+		{`SELECT decision FROM approvals`, `{"version":1,` + decisionDoc[1:]},
+	} {
+		var got string
+		if err := db.QueryRow(c.query).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s after the migration = %q, want %q", c.query, got, c.want)
+		}
+	}
+
+	got, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	if got.Plan.Goal != "nul \x00 goal \U0001F600" || got.Plan.Steps[0].Intent != "ls \u2028" ||
+		string(got.Plan.Steps[0].Arguments) != `{"note":"\u0000 \u2028","n":412.50}` || !got.Created.Equal(created) {
+		t.Errorf("LoadPlan = %+v", got)
+	}
+	if st := got.Steps["s1"]; st.Status != planexec.StepDone || string(st.Outcome) != `{"echo":"\u0000"}` || !st.Finished.Equal(created) {
+		t.Errorf("step s1 = %+v", st)
+	}
+	rec := *got
+	rec.Status = planexec.PlanCompleted
+	if err := s.SavePlan(ctx, &rec); err != nil {
+		t.Fatalf("SavePlan of the migrated run: %v", err)
+	}
+	if d, err := s.Decision(ctx, "acme", "r1"); err != nil || d.Approver != "ana\x00" || d.Why != "no \U0001D11E" || d.Status != planexec.Denied {
+		t.Errorf("Decision = %+v, %v", d, err)
+	}
+	for _, c := range []struct {
+		key     string
+		state   planexec.ClaimState
+		outcome json.RawMessage
+	}{{"k-empty", planexec.ClaimCompleted, nil}, {"k-done", planexec.ClaimCompleted, json.RawMessage(`"PNR"`)}, {"k-doubt", planexec.ClaimInDoubt, nil}} {
+		got, err := s.Claim(ctx, planexec.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: c.key}, Holder: "h2", Lease: time.Minute, TakeOver: true})
+		if err != nil || got.State != c.state || string(got.Outcome) != string(c.outcome) {
+			t.Errorf("Claim of %s = %+v, %v; want state %d with outcome %s", c.key, got, err, c.state, c.outcome)
+		}
+	}
+}
