@@ -335,3 +335,45 @@ func TestResolveWithoutAStoreIsAConfigurationError(t *testing.T) {
 		t.Fatalf("want *ConfigurationError, got %v", err)
 	}
 }
+
+// A completion can land although its writer saw an error (the connection
+// dropped after the commit): the claim says done while the step's record,
+// written after the error, says in doubt. The claim is the truth.
+func TestResolvingAStepInDoubtWhoseClaimIsDoneSettlesItsRecordFromTheClaim(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	r := &recorder{}
+	run, _ := newExecutor(t, r, withStore(store))
+	res, err := run.Execute(ctx, tripPlan())
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	rec, err := store.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := rec.Steps["s2"]
+	s2.Status, s2.Outcome, s2.Error = planexec.StepInDoubt, nil, "recording the outcome failed"
+	if err := store.SaveStep(ctx, "acme", "run-1", s2); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := newExecutor(t, r, withStore(store))
+	if _, err := next.Resume(ctx); !errors.Is(err, planexec.ErrInDoubt) {
+		t.Fatalf("Resume with s2 in doubt on the record: %v, want ErrInDoubt", err)
+	}
+	// Whoever resolves it is told the effect is on record as done, with
+	// either answer, and the record follows the claim.
+	if err := next.Resolve(ctx, res.Steps["s2"].Key, planexec.Resolution{Applied: false}); !errors.Is(err, planexec.ErrCompleted) {
+		t.Fatalf("Resolve as not applied: %v, want ErrCompleted", err)
+	}
+	again, err := next.Resume(ctx)
+	if err != nil || !again.Complete {
+		t.Fatalf("Resume after resolving: %+v, %v", again, err)
+	}
+	if got := again.Steps["s2"]; !got.Replayed || string(got.Outcome) != `"PNR-BA117"` {
+		t.Errorf("s2 = %+v, want the recorded booking replayed", got)
+	}
+	if n := callsOf(r, "book_flight"); n != 1 {
+		t.Errorf("book_flight called %d times, want once", n)
+	}
+}

@@ -256,7 +256,10 @@ func (r *Run) Decide(ctx context.Context, d Decision) error {
 // step's outcome) or it did not (the step may run again). It settles the key
 // in the store's claims and the step's record of this run. A key the store
 // has no record of is ErrNoRecord; one a live holder has in flight is
-// ErrInFlight; one already recorded as done is ErrCompleted.
+// ErrInFlight. A key whose claim is already recorded as done is
+// ErrCompleted, whatever the resolution says; a step record of this run
+// still in doubt for it (its completion landed although the writer saw an
+// error) is settled with the recorded outcome, so Resume replays it.
 func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
 	d := &r.d
 	if r.ex.plans == nil {
@@ -274,10 +277,24 @@ func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
 		}
 	}
 	found := false
+	var contradicted error
 	if store := r.ex.claims; store != nil {
 		err := store.Resolve(ctx, key, res)
 		switch {
 		case err == nil:
+			found = true
+		case errors.Is(err, ErrCompleted):
+			// The claim says done: a completion landed although its writer
+			// saw an error, so the step's record may still say in doubt.
+			// The claim is the truth, and its outcome settles the record.
+			// A completed claim is final, so asking for it again writes
+			// nothing.
+			c, cerr := store.Claim(ctx, ClaimRequest{Key: key, RunID: d.RunID, Holder: "resolve"})
+			if cerr != nil || c.State != ClaimCompleted {
+				return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
+			}
+			contradicted = fmt.Errorf("planexec: key %s: the effect is on record as done: %w", key.Digest, err)
+			res = Resolution{Applied: true, Outcome: c.Outcome}
 			found = true
 		case !errors.Is(err, ErrNoRecord):
 			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
@@ -306,5 +323,5 @@ func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
 	if !found {
 		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
 	}
-	return nil
+	return contradicted
 }

@@ -241,6 +241,11 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 					r.resolved++
 				case errors.Is(err, planexec.ErrInFlight):
 					wait = max(wait, 200*time.Millisecond)
+				case errors.Is(err, planexec.ErrCompleted) && res.Applied:
+					// The completion landed although its writer saw the
+					// outage: the claim says done, as the ledger does,
+					// and Resolve settled the step's record from it.
+					r.resolved++
 				case errors.As(err, &se):
 					r.storeErrs++
 				default:
