@@ -10,18 +10,20 @@ import (
 func TestDecisionsOfBothLayoutsDecodeAlike(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, c := range []struct {
-		name, doc string
-		want      planexec.Decision
+		name   string
+		column int
+		doc    string
+		want   planexec.Decision
 	}{
-		{"first layout, granted", `{"version":1,"record_id":"r1","status":"granted","approver":"ana","decided_at":"2030-01-02T03:04:05Z","expires":"0001-01-01T00:00:00Z"}`,
+		{"first layout, granted", 1, `{"version":1,"record_id":"r1","status":"granted","approver":"ana","decided_at":"2030-01-02T03:04:05Z","expires":"0001-01-01T00:00:00Z"}`,
 			planexec.Decision{RequestID: "r1", Status: planexec.Approved, Approver: "ana", DecidedAt: at}},
-		{"first layout, denied with a reason", `{"version":1,"record_id":"r2","status":"denied","approver":"lee","reason":"too dear","decided_at":"2030-01-02T03:04:05Z"}`,
+		{"first layout, denied with a reason", 1, `{"version":1,"record_id":"r2","status":"denied","approver":"lee","reason":"too dear","decided_at":"2030-01-02T03:04:05Z"}`,
 			planexec.Decision{RequestID: "r2", Status: planexec.Denied, Approver: "lee", Why: "too dear", DecidedAt: at}},
-		{"current layout", `{"request_id":"r3","status":"approved","approver":"ana","why":"","decided_at":"2030-01-02T03:04:05Z","expires":"2030-01-02T04:04:05Z"}`,
+		{"current layout", 2, `{"version":2,"request_id":"r3","status":"approved","approver":"ana","why":"","decided_at":"2030-01-02T03:04:05Z","expires":"2030-01-02T04:04:05Z"}`,
 			planexec.Decision{RequestID: "r3", Status: planexec.Approved, Approver: "ana", DecidedAt: at, Expires: at.Add(time.Hour)}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := DecodeDecision([]byte(c.doc))
+			got, err := DecodeDecision(c.want.RequestID, c.column, []byte(c.doc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -31,7 +33,7 @@ func TestDecisionsOfBothLayoutsDecodeAlike(t *testing.T) {
 			}
 		})
 	}
-	if _, err := DecodeDecision([]byte(`{"request_id":`)); err == nil {
+	if _, err := DecodeDecision("r1", 2, []byte(`{"version":2,"request_id":`)); err == nil {
 		t.Error("a truncated document decoded")
 	}
 }

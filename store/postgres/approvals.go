@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 const (
@@ -34,7 +35,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)
 	}
-	d, err := decodeDecision(requestID, version, doc)
+	d, err := storecodec.DecodeDecision(requestID, version, doc)
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)
 	}
@@ -45,11 +46,11 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 // decision for the same record.
 func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
-	doc, err := encodeDecision(d)
+	doc, err := storecodec.EncodeDecision(d)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RequestID, decisionVersion, string(d.Status), doc, d.DecidedAt); err != nil {
+	if _, err := s.exec(ctx, s.q.saveDecision, tenant, d.RequestID, storecodec.DecisionVersion, string(d.Status), doc, d.DecidedAt); err != nil {
 		return storeErr(op, err)
 	}
 	return nil

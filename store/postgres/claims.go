@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 // claimSQL takes a key: an insert for a new key; an update of the existing
@@ -18,7 +19,7 @@ import (
 // over, and a newer version of this package did not write it. It returns no
 // row when the key is not the caller's to take; heldSQL then reads it.
 // Parameters: tenant, key, holder, lease (µs), run, step, tool, clock (NULL:
-// the database's), take over, claimVersion.
+// the database's), take over, the claim layout version.
 const claimSQL = `INSERT INTO {s}.claims AS c (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version)
 VALUES ($1, $2, 'acquired', 1, $3, coalesce($8::timestamptz, now()) + $4::bigint * interval '1 microsecond', $5, $6, $7, $10)
 ON CONFLICT (tenant, key) DO UPDATE
@@ -49,7 +50,7 @@ func fencedSQL(set string) string {
 // resolveSQL settles a key unless a live holder has it, moving its epoch on.
 // It leaves alone a completed key, and a row it cannot read: a newer
 // version's, or one in a state this package never writes. Parameters:
-// tenant, key, applied, outcome, clock, claimVersion.
+// tenant, key, applied, outcome, clock, the claim layout version.
 const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
 	state = CASE WHEN $3::boolean THEN 'completed' ELSE 'free' END,
 	outcome = CASE WHEN $3::boolean THEN $4::bytea END, version = $6, updated = now()
@@ -75,7 +76,7 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 			epoch   int64
 			expires pgtype.Timestamptz
 		)
-		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver, claimVersion},
+		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver, storecodec.ClaimVersion},
 			&epoch, &expires)
 		if err == nil {
 			return planexec.Claim{State: planexec.ClaimAcquired, Epoch: epoch, Holder: req.Holder, LeaseExpires: expires.Time}, nil
@@ -88,7 +89,7 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 		if err != nil {
 			return planexec.Claim{}, storeErr(op, err)
 		}
-		state, outcome, err := decodeClaim(k, row)
+		state, outcome, err := storecodec.DecodeClaim(k, row.ClaimRow)
 		if err != nil {
 			return planexec.Claim{}, storeErr(op, err)
 		}
@@ -111,13 +112,21 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	return planexec.Claim{}, storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", k.Digest, claimAttempts))
 }
 
+// claimRow is a row of the claims table as read.
+type claimRow struct {
+	storecodec.ClaimRow
+	epoch   int64
+	holder  string
+	expires time.Time
+}
+
 // held reads a key's row, and the time its lease is judged by.
 func (s *Store) held(ctx context.Context, key planexec.Key, now any) (claimRow, time.Time, error) {
 	var (
 		r           claimRow
 		expires, at pgtype.Timestamptz
 	)
-	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.state, &r.epoch, &r.holder, &expires, &r.outcome, &r.version, &at)
+	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.State, &r.epoch, &r.holder, &expires, &r.Outcome, &r.Version, &at)
 	r.expires = expires.Time
 	return r, at.Time, err
 }
@@ -129,7 +138,7 @@ func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, encodeOutcome(outcome))
+	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, storecodec.EncodeOutcome(outcome))
 }
 
 // Release implements planexec.IdempotencyStore.
@@ -161,10 +170,10 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 	const op = "resolve"
 	var outcome []byte
 	if r.Applied {
-		outcome = encodeOutcome(r.Outcome)
+		outcome = storecodec.EncodeOutcome(r.Outcome)
 	}
 	now := s.now()
-	tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, now, claimVersion)
+	tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, now, storecodec.ClaimVersion)
 	switch {
 	case err != nil:
 		return storeErr(op, err)
@@ -180,7 +189,7 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 	case err != nil:
 		return storeErr(op, err)
 	}
-	state, _, err := decodeClaim(key, row)
+	state, _, err := storecodec.DecodeClaim(key, row.ClaimRow)
 	switch {
 	case err != nil:
 		return storeErr(op, err)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 const (
@@ -79,12 +79,11 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 	if rec == nil {
 		return storeErr(op, errors.New("no record to save"))
 	}
-	if err := checkWritable(rec.Version); err != nil {
+	if err := storecodec.CheckWritable(rec.Version); err != nil {
 		return storeErr(op, err)
 	}
 	c := *rec
-	c.Steps = nil // steps are rows of their own
-	c.Version = planVersion
+	c.Version = storecodec.PlanVersion
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
 			oldPlan   string
@@ -92,21 +91,24 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 			oldDoc    []byte
 		)
 		err := tx.QueryRow(ctx, s.q.lockPlan, c.Tenant, c.RunID).Scan(&oldPlan, &oldColumn, &oldDoc)
-		oldVersion, oldCreated := storedPlanHead(oldDoc)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
-		case max(oldColumn, oldVersion) > planVersion:
-			// A newer version of this package wrote it: overwriting it
-			// would lose what that version knows.
-			return newer(fmt.Sprintf("the stored plan of run %q", c.RunID), max(oldColumn, oldVersion), planVersion)
-		case oldPlan == c.Plan.ID && !oldCreated.IsZero():
-			// A record that cannot say when it was created is replaced by
-			// this one, which can.
-			c.Created = oldCreated
+		default:
+			oldCreated, err := storecodec.CheckReplace(c.RunID, oldColumn, oldDoc)
+			switch {
+			case err != nil:
+				return err
+			case oldPlan == c.Plan.ID && !oldCreated.IsZero():
+				// A record that cannot say when it was created is replaced
+				// by this one, which can.
+				c.Created = oldCreated
+			}
 		}
-		doc, err := encodePlan(&c)
+		// The plan's times are in its document; its steps are rows of
+		// their own.
+		doc, err := storecodec.EncodePlan(&c, storecodec.TimesInDocument)
 		if err != nil {
 			return err
 		}
@@ -122,11 +124,11 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 // SaveStep implements planexec.PlanStore. A run with no plan is ErrNoRecord.
 func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexec.StepRecord) error {
 	const op = "save step"
-	doc, err := encodeStep(step)
+	doc, err := storecodec.EncodeStep(step)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	tag, err := s.exec(ctx, s.q.saveStep, tenant, runID, step.StepID, step.PlanID, planVersion, doc)
+	tag, err := s.exec(ctx, s.q.saveStep, tenant, runID, step.StepID, step.PlanID, storecodec.PlanVersion, doc)
 	switch {
 	case err != nil:
 		return storeErr(op, err)
@@ -140,7 +142,7 @@ func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexe
 // step recorded by one statement, so both or neither. It is the second and
 // last round trip of an executed step, after Claim.
 func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
-	return s.jointWrite(ctx, "complete step", s.q.completeStep, key, epoch, encodeOutcome(outcome), runID, rec)
+	return s.jointWrite(ctx, "complete step", s.q.completeStep, key, epoch, storecodec.EncodeOutcome(outcome), runID, rec)
 }
 
 // ReleaseStep implements planexec.StepStore, in one statement like
@@ -154,12 +156,12 @@ func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, 
 // ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
 // holds the key, ErrNoRecord for a run with no plan. It wrote nothing.
 func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, arg any, runID string, rec planexec.StepRecord) error {
-	doc, err := encodeStep(rec)
+	doc, err := storecodec.EncodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}
 	for range jointAttempts {
-		tag, err := s.exec(ctx, sql, key.Tenant, key.Digest, epoch, arg, runID, rec.StepID, rec.PlanID, doc, planVersion)
+		tag, err := s.exec(ctx, sql, key.Tenant, key.Digest, epoch, arg, runID, rec.StepID, rec.PlanID, doc, storecodec.PlanVersion)
 		switch {
 		case err != nil:
 			return storeErr(op, err)
@@ -206,13 +208,13 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
-	rec, err := decodePlan(tenant, runID, version, doc)
+	rec, err := storecodec.DecodePlan(tenant, runID, version, doc)
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
 	rec.Steps = make(map[string]planexec.StepRecord, len(stepDocs))
 	for i := range stepDocs {
-		st, err := decodeStep(runID, stepIDs[i], stepVersions[i], stepDocs[i])
+		st, err := storecodec.DecodeStep(runID, stepIDs[i], stepVersions[i], stepDocs[i])
 		if err != nil {
 			return nil, storeErr(op, err)
 		}

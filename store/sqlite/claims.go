@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 // Claim implements planexec.IdempotencyStore. A key nobody claimed is taken
@@ -18,7 +19,7 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	now := s.now()
 	expires := now.Add(req.Lease)
 	k := req.Key
-	n, err := on{s.ws, nil}.affected(ctx, qClaimNew, k.Tenant, k.Digest, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, claimVersion)
+	n, err := on{s.ws, nil}.affected(ctx, qClaimNew, k.Tenant, k.Digest, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, storecodec.ClaimVersion)
 	if err != nil {
 		return planexec.Claim{}, storeErr(op, err)
 	}
@@ -32,7 +33,7 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 		if err != nil {
 			return err
 		}
-		state, outcome, err := decodeClaim(k, r)
+		state, outcome, err := storecodec.DecodeClaim(k, r.ClaimRow)
 		if err != nil {
 			return err
 		}
@@ -58,7 +59,7 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 			}
 		}
 		expires = now.Add(req.Lease)
-		_, err = tx.exec(ctx, qClaimTake, r.epoch+1, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, claimVersion, k.Tenant, k.Digest)
+		_, err = tx.exec(ctx, qClaimTake, r.epoch+1, req.Holder, nanos(expires), req.RunID, req.StepID, req.Tool, storecodec.ClaimVersion, k.Tenant, k.Digest)
 		c = planexec.Claim{State: planexec.ClaimAcquired, Epoch: r.epoch + 1, Holder: req.Holder, LeaseExpires: expires}
 		return err
 	})
@@ -68,15 +69,23 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 	return c, nil
 }
 
+// claimRow is a row of the claims table as read.
+type claimRow struct {
+	storecodec.ClaimRow
+	epoch  int64
+	holder string
+	lease  sql.NullInt64 // Unix nanoseconds
+}
+
 // readClaim reads a key's row; sql.ErrNoRows if it has none.
 func readClaim(ctx context.Context, tx on, key planexec.Key) (claimRow, error) {
 	var (
 		r      claimRow
 		isNull bool
 	)
-	err := tx.row(ctx, qClaimGet, key.Tenant, key.Digest).Scan(&r.state, &r.epoch, &r.holder, &r.lease, &r.outcome, &isNull, &r.version)
-	if err == nil && !isNull && r.outcome == nil {
-		r.outcome = []byte{} // an empty BLOB scans as nil; it is not NULL
+	err := tx.row(ctx, qClaimGet, key.Tenant, key.Digest).Scan(&r.State, &r.epoch, &r.holder, &r.lease, &r.Outcome, &isNull, &r.Version)
+	if err == nil && !isNull && r.Outcome == nil {
+		r.Outcome = []byte{} // an empty BLOB scans as nil; it is not NULL
 	}
 	return r, err
 }
@@ -113,7 +122,7 @@ func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, encodeOutcome(outcome)))
+	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, storecodec.EncodeOutcome(outcome)))
 }
 
 // Release implements planexec.IdempotencyStore.
@@ -123,9 +132,9 @@ func (s *Store) Release(ctx context.Context, key planexec.Key, epoch int64, inDo
 
 func released(inDoubt bool) string {
 	if inDoubt {
-		return stateInDoubt
+		return storecodec.StateInDoubt
 	}
-	return stateFree
+	return storecodec.StateFree
 }
 
 // Resolve implements planexec.IdempotencyStore.
@@ -138,7 +147,7 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 		case err != nil:
 			return err
 		}
-		state, _, err := decodeClaim(key, row)
+		state, _, err := storecodec.DecodeClaim(key, row.ClaimRow)
 		switch {
 		case err != nil:
 			return err
@@ -147,11 +156,11 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 		case state == planexec.ClaimCompleted:
 			return planexec.ErrCompleted
 		}
-		next, outcome := stateFree, []byte(nil)
+		next, outcome := storecodec.StateFree, []byte(nil)
 		if r.Applied {
-			next, outcome = stateCompleted, encodeOutcome(r.Outcome)
+			next, outcome = storecodec.StateCompleted, storecodec.EncodeOutcome(r.Outcome)
 		}
-		_, err = tx.exec(ctx, qClaimResolve, next, outcome, claimVersion, key.Tenant, key.Digest)
+		_, err = tx.exec(ctx, qClaimResolve, next, outcome, storecodec.ClaimVersion, key.Tenant, key.Digest)
 		return err
 	})
 }
@@ -161,12 +170,12 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 // when the run has no plan record, or a *planexec.StoreError).
 func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
 	const op = "complete step"
-	doc, err := encodeStep(rec)
+	doc, err := storecodec.EncodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}
 	return s.write(ctx, op, func(tx on) error {
-		if err := held(ctx, tx, qClaimComplete, key, epoch, encodeOutcome(outcome)); err != nil {
+		if err := held(ctx, tx, qClaimComplete, key, epoch, storecodec.EncodeOutcome(outcome)); err != nil {
 			return err
 		}
 		return saveStep(ctx, tx, key.Tenant, runID, rec, doc)
@@ -177,7 +186,7 @@ func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64,
 // or kept in doubt) and the step recorded in one transaction, or neither is.
 func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
 	const op = "release step"
-	doc, err := encodeStep(rec)
+	doc, err := storecodec.EncodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
 	}

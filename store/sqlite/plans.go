@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/storecodec"
 )
 
 // SavePlan implements planexec.PlanStore. A plan id other than the stored
@@ -18,10 +18,12 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 	if rec == nil {
 		return storeErr(op, errors.New("a nil plan record"))
 	}
-	if err := checkWritable(rec.Version); err != nil {
+	if err := storecodec.CheckWritable(rec.Version); err != nil {
 		return storeErr(op, err)
 	}
-	doc, err := encodePlan(rec)
+	// The plan's times are columns of its row and its steps rows of their
+	// own: the document holds neither.
+	doc, err := storecodec.EncodePlan(rec, storecodec.TimesInColumns)
 	if err != nil {
 		return storeErr(op, err)
 	}
@@ -34,23 +36,21 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 			oldCreated sql.NullInt64
 		)
 		err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated)
-		oldVersion := max(oldColumn, storedPlanVersion(oldDoc))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
 			return err
-		case oldVersion > planVersion:
-			// A newer version of this package wrote it: overwriting it
-			// would lose what that version knows.
-			return newer(fmt.Sprintf("the stored plan of run %q", rec.RunID), oldVersion, planVersion)
-		case oldPlan == rec.Plan.ID:
-			created = oldCreated
 		default:
-			if _, err := tx.exec(ctx, qStepsDelete, rec.Tenant, rec.RunID); err != nil {
+			if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
+				return err
+			}
+			if oldPlan == rec.Plan.ID {
+				created = oldCreated
+			} else if _, err := tx.exec(ctx, qStepsDelete, rec.Tenant, rec.RunID); err != nil {
 				return err
 			}
 		}
-		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.Plan.ID, planVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
+		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.Plan.ID, storecodec.PlanVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
 		return err
 	})
 }
@@ -59,7 +59,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 // ErrNoRecord.
 func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexec.StepRecord) error {
 	const op = "save step"
-	doc, err := encodeStep(step)
+	doc, err := storecodec.EncodeStep(step)
 	if err != nil {
 		return storeErr(op, err)
 	}
@@ -76,7 +76,7 @@ func saveStep(ctx context.Context, tx on, tenant, runID string, step planexec.St
 	if n == 0 {
 		return planexec.ErrNoRecord
 	}
-	_, err = tx.exec(ctx, qStepSave, tenant, runID, step.StepID, step.PlanID, planVersion, string(doc))
+	_, err = tx.exec(ctx, qStepSave, tenant, runID, step.StepID, step.PlanID, storecodec.PlanVersion, string(doc))
 	return err
 }
 
@@ -104,14 +104,11 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
-	doc, err := decodePlan(tenant, runID, version, record)
+	rec, err := storecodec.DecodePlan(tenant, runID, version, record)
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
-	rec := &planexec.PlanRecord{
-		Version: doc.Version, Tenant: tenant, RunID: runID, Plan: doc.Plan, Status: doc.Status,
-		Steps: map[string]planexec.StepRecord{}, Created: fromNanos(created), Updated: fromNanos(updated),
-	}
+	rec.Created, rec.Updated = fromNanos(created), fromNanos(updated)
 	rows, err := tx.rows(ctx, qStepsLoad, tenant, runID)
 	if err != nil {
 		return nil, storeErr(op, err)
@@ -126,7 +123,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 		if err := rows.Scan(&id, &v, &data); err != nil {
 			return nil, storeErr(op, err)
 		}
-		step, err := decodeStep(runID, id, v, data)
+		step, err := storecodec.DecodeStep(runID, id, v, data)
 		if err != nil {
 			return nil, storeErr(op, err)
 		}
@@ -166,7 +163,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)
 	}
-	d, err := decodeDecision(requestID, version, data)
+	d, err := storecodec.DecodeDecision(requestID, version, data)
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)
 	}
@@ -176,11 +173,11 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 // SaveDecision implements planexec.ApprovalStore.
 func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
-	doc, err := encodeDecision(d)
+	doc, err := storecodec.EncodeDecision(d)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RequestID, decisionVersion, string(doc))
+	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RequestID, storecodec.DecisionVersion, string(doc))
 	if err != nil {
 		return storeErr(op, err)
 	}
