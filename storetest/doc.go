@@ -1,8 +1,8 @@
 // Package storetest checks that a store behaves as the planexec executor
 // needs: the conformance suite ([Run]) for every PlanStore, IdempotencyStore
 // and ApprovalStore, and a crash harness ([CrashAnywhere]) for durable ones.
-// The in-memory stores of package planexec are the reference: they pass
-// [Run], and where this package and they disagree, one of them is wrong.
+// The in-memory store (package store/memory) is the reference: it passes
+// [Run], and where this package and it disagree, one of them is wrong.
 //
 // # The conformance suite
 //
@@ -40,10 +40,14 @@
 //   - ApprovalStore: round trips (whatever an approver and a reason hold),
 //     replacement, tenants.
 //   - StepStore: when Plans is a [planexec.StepStore] and the very value
-//     that is Idempotency (as the executor checks), CompleteStep and
-//     ReleaseStep write both or neither. Skipped otherwise.
+//     that is Idempotency, CompleteStep and ReleaseStep write both or
+//     neither. Skipped otherwise. (The executor is given one value, and
+//     finds the capability on it; the suite hands it a StepStore in that
+//     case, else a store that writes claims and records apart.)
 //   - Executor: a plan held for a person, decided, resumed and replayed by
 //     new executors over the same stores.
+//   - Cancellation: runs cancelled at random moments leave no step in doubt
+//     whose tool never acted, and finish with every effect done once.
 //   - DamagedRecords: when Stores has a [Tamper], records the store never
 //     wrote. A plan, step, decision or claim of a newer layout is refused
 //     with a [*planexec.StoreError] wrapping [planexec.ErrNewerRecord] (a

@@ -5,32 +5,27 @@
 //
 // # Wiring it in
 //
-// Open a store (or wrap a pool you already have with [New]) and give the one
-// *Store to the executor as its plan store and its idempotency store:
+// Open a store (or wrap a pool you already have with [New]) and give the
+// *Store to the executor as its store:
 //
 //	store, err := postgres.Open(ctx, "postgres://app@db:5432/app")
 //	if err != nil {
 //		return err
 //	}
 //	defer store.Close()
-//	ex, err := planexec.NewExecutor(planexec.Config{
-//		Tools: tools, Contracts: contracts, Agent: agent, Gate: gate,
-//		Delegation:  planexec.Delegation{RunID: runID, Tenant: tenant},
-//		Plans:       store,
-//		Idempotency: store,
-//	})
+//	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools, Gate: gate, Store: store})
 //
-// Because one value is both, it is a [planexec.StepStore]: the executor
-// writes a step's completion and its record in one statement, so there is
-// never one without the other. It is a [planexec.ApprovalStore] too, so the
-// executor keeps decisions in the same database and a resume on any replica
-// never asks a person twice.
+// The one value keeps plans, claims and decisions: it is a
+// [planexec.StepStore], so the executor writes a step's completion and its
+// record in one statement and there is never one without the other; and a
+// [planexec.ApprovalStore], so decisions are kept in the same database and a
+// resume on any replica never asks a person twice.
 //
-// After a replica dies, any other calls Executor.Resume for the run: steps
-// on record are replayed, a step whose claim is still leased to the dead
-// replica waits for the lease to run out and is then taken over if it is
-// reversible, and an irreversible step that was in flight stays in doubt
-// until Executor.Resolve says what happened.
+// After a replica dies, any other calls Run.Resume (or Run.Do) for the run:
+// steps on record are replayed, a step whose claim is still leased to the
+// dead replica waits for the lease to run out and is then taken over if it
+// is reversible, and an irreversible step that was in flight stays in doubt
+// until Run.Resolve says what happened.
 //
 // # The schema
 //
@@ -51,7 +46,7 @@
 //     tool that claimed it. Rows are never deleted, not even by Forget: a
 //     claim is what keeps an effect from happening twice. A completed
 //     claim's outcome is never NULL (an empty one is zero bytes).
-//   - approvals: one row per decision (tenant, record_id), with its layout
+//   - approvals: one row per decision (tenant, record_id: the request id), with its layout
 //     version, status and time as columns and the decision as a JSON
 //     document.
 //
@@ -118,7 +113,7 @@
 // A database that cannot be reached, a dropped connection or a failed
 // statement is a [*planexec.StoreError] with Store "postgres" and the
 // operation in Op; nothing is recorded as done that was not. Answers are the
-// planexec sentinels, as the memory stores give them: [planexec.ErrNoRecord],
+// planexec sentinels, as the memory store gives them: [planexec.ErrNoRecord],
 // [planexec.ErrFenced], [planexec.ErrInFlight], [planexec.ErrCompleted].
 //
 // # Testing

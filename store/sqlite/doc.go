@@ -4,31 +4,27 @@
 //
 // # Wiring it in
 //
-// Open a file (it is created if missing) and give the same *Store to the
-// executor as its plan store and its idempotency store:
+// Open a file (it is created if missing) and give the *Store to the
+// executor as its store:
 //
 //	store, err := sqlite.Open(ctx, "/var/lib/myagent/runs.db")
 //	if err != nil {
 //		return err
 //	}
 //	defer store.Close()
-//	ex, err := planexec.NewExecutor(planexec.Config{
-//		Tools: tools, Contracts: contracts, Agent: agent, Gate: gate,
-//		Delegation:  planexec.Delegation{RunID: runID, Tenant: tenant},
-//		Plans:       store,
-//		Idempotency: store,
-//	})
+//	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools, Gate: gate, Store: store})
 //
-// Because one value is both stores, it is a [planexec.StepStore]: the
-// executor completes a step's claim and writes its record in one transaction,
-// so there is no moment when one is on disk and the other is not. It is also
-// a [planexec.ApprovalStore], so decisions recorded with Executor.Decide are
-// kept in the same file and a resume never asks a person twice.
+// The one value keeps plans, claims and decisions: it is a
+// [planexec.StepStore], so the executor completes a step's claim and writes
+// its record in one transaction and there is no moment when one is on disk
+// and the other is not; and a [planexec.ApprovalStore], so decisions recorded
+// with Run.Decide are kept in the same file and a resume never asks a person
+// twice.
 //
-// After a crash, open the same file and call Executor.Resume for the run:
-// finished steps are replayed from their records, a step whose claim is still
-// held waits for the lease to run out, and an irreversible step that was in
-// flight stays in doubt until Executor.Resolve says what happened.
+// After a crash, open the same file and call Run.Resume (or Run.Do) for the
+// run: finished steps are replayed from their records, a step whose claim is
+// still held waits for the lease to run out, and an irreversible step that
+// was in flight stays in doubt until Run.Resolve says what happened.
 //
 // # Claims
 //
