@@ -294,11 +294,14 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, status PlanStatus) error {
 	return nil
 }
 
-// stepDone reports one finished worker.
+// stepDone reports one finished step.
 type stepDone struct {
 	i   int
 	res StepResult
 	err error
+	// exited is true when the tool ended the worker's goroutine
+	// (runtime.Goexit): the worker is gone.
+	exited bool
 }
 
 // errNotStarted marks a step that was dispatched but found the run already
@@ -308,6 +311,12 @@ var errNotStarted = errors.New("planexec: not started: the run was cancelled")
 // dispatch runs the steps not yet finished: each starts the moment the last
 // of its dependencies finishes, up to the concurrency bound. Every goroutine
 // it starts has ended when it returns.
+//
+// Steps run on workers that take one step after another for as long as the
+// dispatch lasts; a worker is started only when every worker is busy. A
+// goroutine per step would grow a fresh stack for every step (calling the
+// tool and encoding its outcome go deep), which costs more than the step's
+// own work when tools are quick.
 func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event)) error {
 	n := len(v.steps)
 	waiting := make([]int, n)
@@ -329,22 +338,31 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			ready = append(ready, i)
 		}
 	}
+	// Both channels hold every step, so neither side ever waits to send.
+	jobs := make(chan int, n)
 	results := make(chan stepDone, n)
+	var wg sync.WaitGroup
+	defer func() {
+		close(jobs)
+		wg.Wait()
+	}()
 	var errs []error
-	running, stopping, cancelled, notStarted := 0, false, false, false
+	workers, running, stopping, cancelled, notStarted := 0, 0, false, false, false
 	done := ctx.Done()
 	for {
 		for !stopping && running < r.ex.cfg.Concurrency && len(ready) > 0 {
 			i := ready[0]
 			ready = ready[1:]
+			if running == workers {
+				workers++
+				wg.Go(func() {
+					for i := range jobs {
+						r.work(ctx, v, i, clr[i], ev, results)
+					}
+				})
+			}
 			running++
-			go func() {
-				// Sent from a deferred call so that a tool ending its
-				// goroutine (runtime.Goexit) still reports.
-				d := stepDone{i: i}
-				defer func() { results <- d }()
-				d.res, d.err = r.runStep(ctx, v, i, clr[i], ev, &d)
-			}()
+			jobs <- i
 		}
 		if running == 0 {
 			break
@@ -352,6 +370,9 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 		select {
 		case d := <-results:
 			running--
+			if d.exited {
+				workers--
+			}
 			if d.res.Status != "" {
 				res.Steps[v.steps[d.i].step.ID] = d.res
 			}
@@ -384,6 +405,16 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 		errs = append(errs, context.Cause(ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// work runs step i on a worker and reports it.
+func (r *Run) work(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), results chan<- stepDone) {
+	// Sent from a deferred call so that a tool ending its goroutine
+	// (runtime.Goexit) still reports, and the worker is known to be gone.
+	d := stepDone{i: i, exited: true}
+	defer func() { results <- d }()
+	d.res, d.err = r.runStep(ctx, v, i, clr, ev, &d)
+	d.exited = false
 }
 
 // runStep checks that the step may still run, claims its key, calls the tool
