@@ -308,6 +308,21 @@ type stepDone struct {
 // cancelled; the cancellation itself is reported once, by dispatch.
 var errNotStarted = errors.New("planexec: not started: the run was cancelled")
 
+// execution is what the steps of one dispatch share.
+type execution struct {
+	v   *vplan
+	clr []clearance
+	ev  func(Event)
+	// ctx is the caller's: a step starts only while it lasts, and the
+	// tools run under it.
+	ctx context.Context
+	// after holds ctx's values without its cancellation: what follows a
+	// tool's call is recorded whatever happens to ctx.
+	after context.Context
+	// claims is done a lease after ctx is (see Run.claim).
+	claims context.Context
+}
+
 // dispatch runs the steps not yet finished: each starts the moment the last
 // of its dependencies finishes, up to the concurrency bound. Every goroutine
 // it starts has ended when it returns.
@@ -338,6 +353,12 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			ready = append(ready, i)
 		}
 	}
+	x := &execution{v: v, clr: clr, ev: ev, ctx: ctx, after: context.WithoutCancel(ctx), claims: context.Background()}
+	if r.ex.claims != nil {
+		var stop func()
+		x.claims, stop = claimContext(ctx, r.ex.cfg.Lease)
+		defer stop()
+	}
 	// Both channels hold every step, so neither side ever waits to send.
 	jobs := make(chan int, n)
 	results := make(chan stepDone, n)
@@ -357,7 +378,7 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 				workers++
 				wg.Go(func() {
 					for i := range jobs {
-						r.work(ctx, v, i, clr[i], ev, results)
+						r.work(x, i, results)
 					}
 				})
 			}
@@ -408,12 +429,12 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 }
 
 // work runs step i on a worker and reports it.
-func (r *Run) work(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), results chan<- stepDone) {
+func (r *Run) work(x *execution, i int, results chan<- stepDone) {
 	// Sent from a deferred call so that a tool ending its goroutine
 	// (runtime.Goexit) still reports, and the worker is known to be gone.
 	d := stepDone{i: i, exited: true}
 	defer func() { results <- d }()
-	d.res, d.err = r.runStep(ctx, v, i, clr, ev, &d)
+	d.res, d.err = r.runStep(x, i, &d)
 	d.exited = false
 }
 
@@ -421,7 +442,8 @@ func (r *Run) work(ctx context.Context, v *vplan, i int, clr clearance, ev func(
 // and records what happened.
 //
 // out receives the result instead when the tool ends its goroutine.
-func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), out *stepDone) (StepResult, error) {
+func (r *Run) runStep(x *execution, i int, out *stepDone) (StepResult, error) {
+	ctx, v, clr, ev := x.ctx, x.v, x.clr[i], x.ev
 	d := &r.d
 	s := &v.steps[i]
 	id, tool, irreversible := s.step.ID, s.step.Tool, s.tool.contract.irreversible
@@ -443,7 +465,7 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	var epoch int64
 	if store != nil {
 		req := ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible}
-		c, err := r.claim(ctx, req)
+		c, err := r.claim(x, req)
 		if err != nil {
 			return StepResult{}, fmt.Errorf("planexec: claiming step %s: %w", quote(id), err)
 		}
@@ -473,14 +495,14 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 		// back, so the step is not left in doubt for an effect that never
 		// started.
 		if ctx.Err() != nil {
-			_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
+			_ = store.Release(x.after, s.key, epoch, false)
 			return StepResult{}, errNotStarted
 		}
 	}
 	if clr.grant != nil {
 		if err := r.ex.cfg.Ladder.commit(r.ex.cfg.Now(), clr.grant, clr.amount); err != nil {
 			if store != nil {
-				_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
+				_ = store.Release(x.after, s.key, epoch, false)
 			}
 			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant.ID, Detail: err.Error()})
 			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error(), AtDispatch: true}
@@ -490,7 +512,7 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
 	// What follows the call records the step whatever happens to ctx: the
 	// effect, if any, has happened.
-	rctx := context.WithoutCancel(ctx)
+	rctx := x.after
 	start := r.ex.cfg.Now()
 	// A tool that ends its goroutine (runtime.Goexit) skips the rest of
 	// this function but not its deferred calls: record it as a failure.
@@ -500,7 +522,7 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 			out.res, out.err = r.failed(rctx, v, s, clr, res, epoch, r.ex.cfg.Now().Sub(start), errToolExited)
 		}
 	}()
-	outcome, err := r.call(ctx, v, s, epoch)
+	outcome, err := r.call(x, s, epoch)
 	exited = false
 	elapsed := r.ex.cfg.Now().Sub(start)
 	if err != nil {
@@ -544,38 +566,48 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	return res, nil
 }
 
-// claim takes a step's key. The claim is written even if ctx is cancelled
-// meanwhile, for up to a lease more: a caller that gives up halfway must not
-// leave a claim behind that nobody knows it holds, which an irreversible step
-// would find in doubt after the lease. If the store fails, the claim may
-// still have landed; it is looked up once and given back if it is this
-// execution's.
-func (r *Run) claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	store, lease := r.ex.claims, r.ex.cfg.Lease
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
+// claimContext returns the context claims are written under: ctx's values,
+// done a lease after ctx is. stop ends it; it is called once no claim can be
+// in flight.
+func claimContext(ctx context.Context, lease time.Duration) (claims context.Context, stop func()) {
+	claims, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
-		mu    sync.Mutex
-		grace *time.Timer
+		mu      sync.Mutex
+		stopped bool
+		grace   *time.Timer
 	)
-	stop := context.AfterFunc(ctx, func() {
+	unwatch := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		grace = time.AfterFunc(lease, cancel)
+		if !stopped {
+			grace = time.AfterFunc(lease, cancel)
+		}
 	})
-	defer func() {
-		stop()
+	return claims, func() {
+		unwatch()
 		mu.Lock()
 		defer mu.Unlock()
+		stopped = true
 		if grace != nil {
 			grace.Stop()
 		}
-	}()
-	c, err := store.Claim(wctx, req)
+		cancel()
+	}
+}
+
+// claim takes a step's key. The claim is written even if the caller's ctx is
+// cancelled meanwhile, for up to a lease more (x.claims): a caller that gives
+// up halfway must not leave a claim behind that nobody knows it holds, which
+// an irreversible step would find in doubt after the lease. If the store
+// fails, the claim may still have landed; it is looked up once and given back
+// if it is this execution's.
+func (r *Run) claim(x *execution, req ClaimRequest) (Claim, error) {
+	store, lease := r.ex.claims, r.ex.cfg.Lease
+	c, err := store.Claim(x.claims, req)
 	if err == nil {
 		return c, nil
 	}
-	lctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	lctx, done := context.WithTimeout(x.after, lease)
 	defer done()
 	if again, aerr := store.Claim(lctx, req); aerr == nil &&
 		(again.State == ClaimAcquired || (again.State == ClaimHeld && again.Holder == req.Holder)) {
@@ -663,39 +695,28 @@ func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Even
 // call runs the tool with its step and key in the context, renewing the
 // claim's lease while it runs, and renders its outcome as JSON. A panic, in
 // the tool or in rendering its outcome, is its error.
-func (r *Run) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
-	d := &r.d
-	tctx, cancel := context.WithCancelCause(ctx)
+func (r *Run) call(x *execution, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
+	d, v := &r.d, x.v
+	tctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
-	sc := &stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}
+	tc := &toolContext{Context: tctx, step: stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User,
+		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}}
 	if store := r.ex.claims; store != nil {
-		sc.key = s.key.Digest
-		lease := r.ex.cfg.Lease
+		tc.step.key = s.key.Digest
 		// Renewal goes on while the tool runs even if the caller's ctx is
-		// cancelled (the tool may not stop at once), and each renewal is
-		// bounded so a hung store cannot hold the step.
-		rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-		rn := renew(lease/3, func() bool {
-			c, done := context.WithTimeout(rctx, lease/3)
-			defer done()
-			if err := store.Extend(c, s.key, epoch, lease); errors.Is(err, ErrFenced) {
-				cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
-				return false
-			}
-			return true
+		// cancelled (the tool may not stop at once); losing the claim to
+		// another holder cancels the tool.
+		rn := renew(x.after, store, s.key, epoch, r.ex.cfg.Lease, func(err error) {
+			cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
 		})
-		defer func() {
-			stopRenewing()
-			rn.stop()
-		}()
+		defer rn.stop()
 	}
-	tctx = context.WithValue(tctx, stepKey{}, sc)
 	defer func() {
 		if p := recover(); p != nil {
 			outcome, err = nil, fmt.Errorf("planexec: tool %s panicked: %v", quote(s.step.Tool), p)
 		}
 	}()
-	out, err := s.tool.call(tctx, s.args.value)
+	out, err := s.tool.call(tc, s.args.value)
 	if err != nil {
 		return nil, err
 	}

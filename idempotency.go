@@ -3,6 +3,7 @@ package planexec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 )
@@ -92,34 +93,59 @@ type IdempotencyStore interface {
 	Resolve(ctx context.Context, key Key, r Resolution) error
 }
 
-// renewer calls extend every period until stopped, on a timer rather than a
-// goroutine of its own: most tools finish before the first renewal is due.
+// renewer extends a claim's lease every third of a lease while its tool
+// runs, on a timer rather than a goroutine of its own: most tools finish
+// before the first renewal is due.
 type renewer struct {
+	ctx   context.Context // renewals run under it, each bounded by a third of a lease
+	store IdempotencyStore
+	key   Key
+	epoch int64
+	lease time.Duration
+	lost  func(error) // told that the claim was taken over; renewal stops
+
 	mu      sync.Mutex
 	stopped bool
 	t       *time.Timer
-	wg      sync.WaitGroup // one count per scheduled or running renewal
+	cancel  context.CancelFunc // ends the renewal in flight, if any
+	wg      sync.WaitGroup     // one count per scheduled or running renewal
 }
 
-// renew starts renewing; extend returns false to stop.
-func renew(period time.Duration, extend func() bool) *renewer {
-	r := &renewer{}
-	var fire func()
-	fire = func() {
-		defer r.wg.Done()
-		more := extend()
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if more && !r.stopped {
-			r.wg.Add(1)
-			r.t.Reset(period)
-		}
-	}
+// renew starts renewing the claim of key under epoch.
+func renew(ctx context.Context, store IdempotencyStore, key Key, epoch int64, lease time.Duration, lost func(error)) *renewer {
+	r := &renewer{ctx: ctx, store: store, key: key, epoch: epoch, lease: lease, lost: lost}
 	r.mu.Lock()
 	r.wg.Add(1)
-	r.t = time.AfterFunc(period, fire)
+	r.t = time.AfterFunc(lease/3, r.extend)
 	r.mu.Unlock()
 	return r
+}
+
+// extend renews the lease once, and schedules the next renewal unless the
+// claim was lost or renewal stopped. A hung store cannot hold it: each
+// renewal is bounded, and stop cuts the one in flight short.
+func (r *renewer) extend() {
+	defer r.wg.Done()
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, r.lease/3)
+	r.cancel = cancel
+	r.mu.Unlock()
+	err := r.store.Extend(ctx, r.key, r.epoch, r.lease)
+	cancel()
+	if errors.Is(err, ErrFenced) {
+		r.lost(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancel = nil
+	if !errors.Is(err, ErrFenced) && !r.stopped {
+		r.wg.Add(1)
+		r.t.Reset(r.lease / 3)
+	}
 }
 
 // stop ends renewal and waits for one in progress, so nothing outlives the
@@ -129,6 +155,9 @@ func (r *renewer) stop() {
 	r.stopped = true
 	if r.t.Stop() {
 		r.wg.Done()
+	}
+	if r.cancel != nil {
+		r.cancel()
 	}
 	r.mu.Unlock()
 	r.wg.Wait()

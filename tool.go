@@ -78,6 +78,20 @@ type stepContext struct {
 	key  string // "" without an idempotency store
 }
 
+// toolContext is the context a tool runs under: the step's, carrying the
+// step as its one value without a context.WithValue of its own.
+type toolContext struct {
+	context.Context
+	step stepContext
+}
+
+func (c *toolContext) Value(key any) any {
+	if key == (stepKey{}) {
+		return &c.step
+	}
+	return c.Context.Value(key)
+}
+
 // IdempotencyKey returns the idempotency key of the step a tool is running
 // for, so the tool can pass it on to a remote API that deduplicates (a
 // payment provider's Idempotency-Key header, say). ok is false outside a step
