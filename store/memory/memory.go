@@ -8,6 +8,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"sync"
@@ -22,7 +23,7 @@ type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
 	runs      map[[2]string]*planexec.PlanRecord
-	claims    map[planexec.Key]*claim
+	claims    map[planexec.Key]claim // by value: a claim per step costs no allocation of its own
 	decisions map[[2]string]planexec.Decision
 }
 
@@ -43,7 +44,7 @@ func New(opts ...Option) *Store {
 	s := &Store{
 		now:       time.Now,
 		runs:      map[[2]string]*planexec.PlanRecord{},
-		claims:    map[planexec.Key]*claim{},
+		claims:    map[planexec.Key]claim{},
 		decisions: map[[2]string]planexec.Decision{},
 	}
 	for _, o := range opts {
@@ -74,18 +75,19 @@ func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 
 // SaveStep implements planexec.PlanStore.
 func (s *Store) SaveStep(_ context.Context, tenant, runID string, step planexec.StepRecord) error {
+	step.Outcome = clone(step.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.saveStep(tenant, runID, step)
 }
 
-// saveStep writes a step record. Callers hold s.mu.
+// saveStep writes a step record whose outcome is the store's own copy.
+// Callers hold s.mu.
 func (s *Store) saveStep(tenant, runID string, step planexec.StepRecord) error {
 	rec, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
 		return planexec.ErrNoRecord
 	}
-	step.Outcome = clone(step.Outcome)
 	rec.Steps[step.StepID] = step
 	if step.Finished.After(rec.Updated) {
 		rec.Updated = step.Finished
@@ -155,10 +157,7 @@ func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Cl
 	defer s.mu.Unlock()
 	now := s.now()
 	c, ok := s.claims[req.Key]
-	if !ok {
-		c = &claim{}
-		s.claims[req.Key] = c
-	} else {
+	if ok {
 		switch c.state {
 		case planexec.ClaimCompleted:
 			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: c.epoch, Outcome: clone(c.outcome)}, nil
@@ -175,17 +174,19 @@ func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Cl
 	}
 	c.state, c.holder, c.expires, c.outcome = planexec.ClaimAcquired, req.Holder, now.Add(req.Lease), nil
 	c.epoch++
+	s.claims[req.Key] = c
 	return planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
 }
 
-// held returns the claim if epoch still holds it. Callers hold s.mu.
-func (s *Store) held(key planexec.Key, epoch int64) (*claim, error) {
+// held returns the claim if epoch still holds it. Callers hold s.mu, and
+// put the claim back if they change it.
+func (s *Store) held(key planexec.Key, epoch int64) (claim, error) {
 	c, ok := s.claims[key]
 	if !ok {
-		return nil, planexec.ErrNoRecord
+		return claim{}, planexec.ErrNoRecord
 	}
 	if c.epoch != epoch || c.state != planexec.ClaimAcquired {
-		return nil, planexec.ErrFenced
+		return claim{}, planexec.ErrFenced
 	}
 	return c, nil
 }
@@ -199,22 +200,26 @@ func (s *Store) Extend(_ context.Context, key planexec.Key, epoch int64, lease t
 		return err
 	}
 	c.expires = s.now().Add(lease)
+	s.claims[key] = c
 	return nil
 }
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+	outcome = clone(outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.complete(key, epoch, outcome)
 }
 
+// complete records outcome, the store's own copy. Callers hold s.mu.
 func (s *Store) complete(key planexec.Key, epoch int64, outcome json.RawMessage) error {
 	c, err := s.held(key, epoch)
 	if err != nil {
 		return err
 	}
-	c.state, c.outcome = planexec.ClaimCompleted, clone(outcome)
+	c.state, c.outcome = planexec.ClaimCompleted, outcome
+	s.claims[key] = c
 	return nil
 }
 
@@ -234,6 +239,7 @@ func (s *Store) release(key planexec.Key, epoch int64, inDoubt bool) error {
 	if inDoubt {
 		c.state = planexec.ClaimInDoubt
 	}
+	s.claims[key] = c
 	return nil
 }
 
@@ -252,17 +258,26 @@ func (s *Store) Resolve(_ context.Context, key planexec.Key, r planexec.Resoluti
 		return planexec.ErrCompleted
 	}
 	c.epoch++
-	if !r.Applied {
-		c.state = claimFree
-		return nil
+	c.state, c.outcome = claimFree, nil
+	if r.Applied {
+		c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
 	}
-	c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
+	s.claims[key] = c
 	return nil
 }
 
 // CompleteStep implements planexec.StepStore: the claim and the step record
 // are written together or not at all.
 func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
+	// One copy serves the claim and the record: the store hands out
+	// neither without copying it again.
+	same := bytes.Equal(rec.Outcome, outcome) && (rec.Outcome == nil) == (outcome == nil)
+	outcome = clone(outcome)
+	if same {
+		rec.Outcome = outcome
+	} else {
+		rec.Outcome = clone(rec.Outcome)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
@@ -277,6 +292,7 @@ func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, o
 // ReleaseStep implements planexec.StepStore: the claim and the step record
 // are written together or not at all.
 func (s *Store) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
+	rec.Outcome = clone(rec.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
@@ -295,12 +311,32 @@ func clone(b json.RawMessage) json.RawMessage {
 	return append(json.RawMessage(nil), b...)
 }
 
+// clonePlan copies p's steps, their arguments and dependencies. The
+// arguments of all steps share one allocation, as do their dependencies;
+// each slice is capped at its own length, so appending to one copies it
+// rather than writing over the next.
 func clonePlan(p planexec.Plan) planexec.Plan {
+	size, deps := 0, 0
+	for _, st := range p.Steps {
+		size += len(st.Arguments)
+		deps += len(st.DependsOn)
+	}
+	args, on := make([]byte, 0, size), make([]string, 0, deps)
 	c := p
 	c.Steps = make([]planexec.Step, len(p.Steps))
 	for i, st := range p.Steps {
-		st.Arguments = clone(st.Arguments)
-		st.DependsOn = append([]string(nil), st.DependsOn...)
+		// Empty arguments and dependencies are kept as nil, as a copy by
+		// append would keep them.
+		a, d := st.Arguments, st.DependsOn
+		st.Arguments, st.DependsOn = nil, nil
+		if len(a) > 0 {
+			args = append(args, a...)
+			st.Arguments = args[len(args)-len(a) : len(args) : len(args)]
+		}
+		if len(d) > 0 {
+			on = append(on, d...)
+			st.DependsOn = on[len(on)-len(d) : len(on) : len(on)]
+		}
 		c.Steps[i] = st
 	}
 	return c
