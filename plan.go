@@ -320,6 +320,9 @@ func (r *Run) checkID(id string) string {
 		return "step id is not valid UTF-8"
 	}
 	for _, c := range id {
+		if ' ' < c && c < utf8.RuneSelf && c != 0x7f {
+			continue // printable ASCII: nothing below applies
+		}
 		switch {
 		case unicode.IsControl(c) || unicode.IsSpace(c):
 			return "step id holds a space or control character"
