@@ -67,7 +67,7 @@ func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 		c.Steps = old.Steps
 		c.Created = old.Created
 	} else {
-		c.Steps = map[string]planexec.StepRecord{}
+		c.Steps = make(map[string]planexec.StepRecord, len(rec.Plan.Steps))
 	}
 	s.runs[k] = &c
 	return nil
