@@ -195,7 +195,8 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
 		r.rec.emit(e)
 	}
-	r.rec.reserve(4 * len(v.steps))
+	// Most steps record two events: started and executed.
+	r.rec.reserve(2*len(v.steps) + 4)
 	v.holder = r.ex.holder()
 	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Steps: make(map[string]StepResult, len(v.steps))}
 	finished := make([]bool, len(v.steps))
@@ -359,9 +360,12 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 		x.claims, stop = claimContext(ctx, r.ex.cfg.Lease)
 		defer stop()
 	}
-	// Both channels hold every step, so neither side ever waits to send.
+	// jobs holds every step, so the dispatcher never waits to send one and
+	// only ever waits to receive a result: a worker that finds results full
+	// waits only for that. Room for a few results spares workers most waits
+	// without a buffer the size of the plan.
 	jobs := make(chan int, n)
-	results := make(chan stepDone, n)
+	results := make(chan stepDone, min(n, r.ex.cfg.Concurrency, 16))
 	var wg sync.WaitGroup
 	defer func() {
 		close(jobs)
@@ -377,8 +381,9 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			if running == workers {
 				workers++
 				wg.Go(func() {
+					var rn renewer
 					for i := range jobs {
-						r.work(x, i, results)
+						r.work(x, i, &rn, results)
 					}
 				})
 			}
@@ -428,21 +433,22 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 	return errors.Join(errs...)
 }
 
-// work runs step i on a worker and reports it.
-func (r *Run) work(x *execution, i int, results chan<- stepDone) {
+// work runs step i on a worker and reports it. rn is the worker's.
+func (r *Run) work(x *execution, i int, rn *renewer, results chan<- stepDone) {
 	// Sent from a deferred call so that a tool ending its goroutine
 	// (runtime.Goexit) still reports, and the worker is known to be gone.
 	d := stepDone{i: i, exited: true}
 	defer func() { results <- d }()
-	d.res, d.err = r.runStep(x, i, &d)
+	d.res, d.err = r.runStep(x, i, rn, &d)
 	d.exited = false
 }
 
 // runStep checks that the step may still run, claims its key, calls the tool
 // and records what happened.
 //
-// out receives the result instead when the tool ends its goroutine.
-func (r *Run) runStep(x *execution, i int, out *stepDone) (StepResult, error) {
+// rn renews the step's claim while the tool runs. out receives the result
+// instead when the tool ends its goroutine.
+func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResult, error) {
 	ctx, v, clr, ev := x.ctx, x.v, x.clr[i], x.ev
 	d := &r.d
 	s := &v.steps[i]
@@ -522,7 +528,7 @@ func (r *Run) runStep(x *execution, i int, out *stepDone) (StepResult, error) {
 			out.res, out.err = r.failed(rctx, v, s, clr, res, epoch, r.ex.cfg.Now().Sub(start), errToolExited)
 		}
 	}()
-	outcome, err := r.call(x, s, epoch)
+	outcome, err := r.call(x, s, epoch, rn)
 	exited = false
 	elapsed := r.ex.cfg.Now().Sub(start)
 	if err != nil {
@@ -660,8 +666,8 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event)) error {
 	d := &r.d
 	id, tool := s.step.ID, s.step.Tool
-	now := r.ex.cfg.Now()
-	if d.expired(now) {
+	// The clock is read only for what can expire.
+	if !d.Expires.IsZero() && d.expired(r.ex.cfg.Now()) {
 		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation expired"})
 		return &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "the delegation expired"}
 	}
@@ -683,7 +689,7 @@ func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Even
 		return fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(id), err)
 	case dec.Status != Approved:
 		why = "the decision was changed to " + string(dec.Status) + " before the step ran"
-	case dec.expired(now):
+	case dec.expired(r.ex.cfg.Now()):
 		why = "the decision expired before the step ran"
 	default:
 		return nil
@@ -695,7 +701,7 @@ func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Even
 // call runs the tool with its step and key in the context, renewing the
 // claim's lease while it runs, and renders its outcome as JSON. A panic, in
 // the tool or in rendering its outcome, is its error.
-func (r *Run) call(x *execution, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
+func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome json.RawMessage, err error) {
 	d, v := &r.d, x.v
 	tctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
@@ -706,9 +712,7 @@ func (r *Run) call(x *execution, s *vstep, epoch int64) (outcome json.RawMessage
 		// Renewal goes on while the tool runs even if the caller's ctx is
 		// cancelled (the tool may not stop at once); losing the claim to
 		// another holder cancels the tool.
-		rn := renew(x.after, store, s.key, epoch, r.ex.cfg.Lease, func(err error) {
-			cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
-		})
+		rn.start(x.after, store, s.key, epoch, r.ex.cfg.Lease, s.step.ID, cancel)
 		defer rn.stop()
 	}
 	defer func() {

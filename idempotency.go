@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -95,64 +96,71 @@ type IdempotencyStore interface {
 
 // renewer extends a claim's lease every third of a lease while its tool
 // runs, on a timer rather than a goroutine of its own: most tools finish
-// before the first renewal is due.
+// before the first renewal is due. A worker keeps one for all the steps it
+// runs, so its timer is made once.
 type renewer struct {
-	ctx   context.Context // renewals run under it, each bounded by a third of a lease
-	store IdempotencyStore
-	key   Key
-	epoch int64
-	lease time.Duration
-	lost  func(error) // told that the claim was taken over; renewal stops
+	mu sync.Mutex
+	t  *time.Timer
+	wg sync.WaitGroup // one count per scheduled or running renewal
 
-	mu      sync.Mutex
-	stopped bool
-	t       *time.Timer
-	cancel  context.CancelFunc // ends the renewal in flight, if any
-	wg      sync.WaitGroup     // one count per scheduled or running renewal
+	// The claim being renewed, set by start.
+	ctx    context.Context // renewals run under it, each bounded by a third of a lease
+	store  IdempotencyStore
+	key    Key
+	epoch  int64
+	lease  time.Duration
+	step   string
+	lost   context.CancelCauseFunc // cancels the step's tool when the claim was taken over
+	active bool
+	cancel context.CancelFunc // ends the renewal in flight, if any
 }
 
-// renew starts renewing the claim of key under epoch.
-func renew(ctx context.Context, store IdempotencyStore, key Key, epoch int64, lease time.Duration, lost func(error)) *renewer {
-	r := &renewer{ctx: ctx, store: store, key: key, epoch: epoch, lease: lease, lost: lost}
+// start renews the claim of step's key under epoch until stop.
+func (r *renewer) start(ctx context.Context, store IdempotencyStore, key Key, epoch int64, lease time.Duration, step string, lost context.CancelCauseFunc) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ctx, r.store, r.key, r.epoch, r.lease, r.step, r.lost, r.active = ctx, store, key, epoch, lease, step, lost, true
 	r.wg.Add(1)
-	r.t = time.AfterFunc(lease/3, r.extend)
-	r.mu.Unlock()
-	return r
+	if r.t == nil {
+		r.t = time.AfterFunc(lease/3, r.extend)
+	} else {
+		r.t.Reset(lease / 3)
+	}
 }
 
 // extend renews the lease once, and schedules the next renewal unless the
-// claim was lost or renewal stopped. A hung store cannot hold it: each
+// claim was lost or renewal stopped. A hung store cannot hold the step: each
 // renewal is bounded, and stop cuts the one in flight short.
 func (r *renewer) extend() {
 	defer r.wg.Done()
 	r.mu.Lock()
-	if r.stopped {
+	if !r.active {
 		r.mu.Unlock()
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.lease/3)
 	r.cancel = cancel
+	store, key, epoch, lease, step, lost := r.store, r.key, r.epoch, r.lease, r.step, r.lost
 	r.mu.Unlock()
-	err := r.store.Extend(ctx, r.key, r.epoch, r.lease)
+	err := store.Extend(ctx, key, epoch, lease)
 	cancel()
 	if errors.Is(err, ErrFenced) {
-		r.lost(err)
+		lost(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(step), err))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancel = nil
-	if !errors.Is(err, ErrFenced) && !r.stopped {
+	if r.active && !errors.Is(err, ErrFenced) {
 		r.wg.Add(1)
-		r.t.Reset(r.lease / 3)
+		r.t.Reset(lease / 3)
 	}
 }
 
 // stop ends renewal and waits for one in progress, so nothing outlives the
-// step.
+// step; the renewer may then start again for another claim.
 func (r *renewer) stop() {
 	r.mu.Lock()
-	r.stopped = true
+	r.active = false
 	if r.t.Stop() {
 		r.wg.Done()
 	}
@@ -161,4 +169,7 @@ func (r *renewer) stop() {
 	}
 	r.mu.Unlock()
 	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ctx, r.store, r.lost = nil, nil, nil
 }
