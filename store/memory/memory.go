@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,11 +63,16 @@ func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 	defer s.mu.Unlock()
 	k := [2]string{rec.Tenant, rec.RunID}
 	c := *rec
-	c.Plan = clonePlan(rec.Plan)
 	if old, ok := s.runs[k]; ok && old.Plan.ID == rec.Plan.ID {
 		c.Steps = old.Steps
 		c.Created = old.Created
+		// A run saves its plan as it starts and again as it ends: keep the
+		// copy already made when nothing in the plan changed.
+		if c.Plan = old.Plan; !samePlan(old.Plan, rec.Plan) {
+			c.Plan = clonePlan(rec.Plan)
+		}
 	} else {
+		c.Plan = clonePlan(rec.Plan)
 		c.Steps = make(map[string]planexec.StepRecord, len(rec.Plan.Steps))
 	}
 	s.runs[k] = &c
@@ -309,6 +315,21 @@ func clone(b json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return append(json.RawMessage(nil), b...)
+}
+
+// samePlan reports whether copying b would give a, a copy clonePlan made.
+func samePlan(a, b planexec.Plan) bool {
+	if a.ID != b.ID || a.Goal != b.Goal || a.Revision != b.Revision || len(a.Steps) != len(b.Steps) {
+		return false
+	}
+	for i := range a.Steps {
+		x, y := &a.Steps[i], &b.Steps[i]
+		if x.ID != y.ID || x.Tool != y.Tool || x.Intent != y.Intent ||
+			!bytes.Equal(x.Arguments, y.Arguments) || !slices.Equal(x.DependsOn, y.DependsOn) {
+			return false
+		}
+	}
+	return true
 }
 
 // clonePlan copies p's steps, their arguments and dependencies. The
