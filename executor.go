@@ -354,11 +354,15 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			ready = append(ready, i)
 		}
 	}
-	x := &execution{v: v, clr: clr, ev: ev, ctx: ctx, after: context.WithoutCancel(ctx), claims: context.Background()}
-	if r.ex.claims != nil {
-		var stop func()
-		x.claims, stop = claimContext(ctx, r.ex.cfg.Lease)
-		defer stop()
+	x := &execution{v: v, clr: clr, ev: ev, ctx: ctx, after: ctx, claims: ctx}
+	// A context that can never be done needs no detaching from.
+	if ctx.Done() != nil {
+		x.after = context.WithoutCancel(ctx)
+		if r.ex.claims != nil {
+			var stop func()
+			x.claims, stop = claimContext(ctx, r.ex.cfg.Lease)
+			defer stop()
+		}
 	}
 	// jobs holds every step, so the dispatcher never waits to send one and
 	// only ever waits to receive a result: a worker that finds results full
