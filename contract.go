@@ -51,8 +51,9 @@ type Contract struct {
 	typ          reflect.Type
 	dec          *strictjson.Decoder
 	schema       json.RawMessage
-	strict       bool // the schema is within what strict structured output accepts
-	rules        bool // the type has validate rules somewhere: decode runs them
+	strict       bool             // the schema is within what strict structured output accepts
+	rules        bool             // the type has validate rules somewhere: decode runs them
+	plain        *canonjson.Plain // renders the canonical form, if the type is plain
 }
 
 // ContractOption says what a contract says beyond its argument type.
@@ -102,6 +103,7 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 		return nil, &ConfigurationError{Tool: tool, Why: err.Error()}
 	}
 	c.rules = (&ruleWalk{ruled: map[reflect.Type]bool{}}).hasRules(c.typ)
+	c.plain = canonjson.PlainFor(c.typ)
 	fields := topLevelFields(c.typ)
 	for _, k := range c.keyArgs {
 		if !slices.Contains(fields, k) {
@@ -183,8 +185,11 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 			return decoded{}, vs
 		}
 	}
-	canon, err := canonjson.Marshal(ptr)
-	if err != nil {
+	var canon []byte
+	var err error
+	if c.plain != nil {
+		canon = c.plain.Append(make([]byte, 0, len(raw)), reflect.ValueOf(ptr).Elem())
+	} else if canon, err = canonjson.Marshal(ptr); err != nil {
 		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
 	d := decoded{value: ptr, canonical: canon, keyJSON: canon}

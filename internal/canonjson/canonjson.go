@@ -408,10 +408,11 @@ func (e *emitter) emit(i int) (int, error) {
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s (valid UTF-8) as a canonical string literal.
-func appendString(dst, s []byte) []byte {
+func appendString[S string | []byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i, c := range s {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}
