@@ -191,9 +191,9 @@ func (r *Result) Outcome(step string, v any) error {
 // run clears and executes v; done holds the steps already on record.
 func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*Result, error) {
 	d := &r.d
-	ev := func(e Event) {
+	ev := func(e Event) time.Time {
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
-		r.rec.emit(e)
+		return r.rec.emit(&e)
 	}
 	// Most steps record two events: started and executed.
 	r.rec.reserve(2*len(v.steps) + 4)
@@ -313,7 +313,7 @@ var errNotStarted = errors.New("planexec: not started: the run was cancelled")
 type execution struct {
 	v   *vplan
 	clr []clearance
-	ev  func(Event)
+	ev  func(Event) time.Time
 	// ctx is the caller's: a step starts only while it lasts, and the
 	// tools run under it.
 	ctx context.Context
@@ -333,7 +333,7 @@ type execution struct {
 // goroutine per step would grow a fresh stack for every step (calling the
 // tool and encoding its outcome go deep), which costs more than the step's
 // own work when tools are quick.
-func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event)) error {
+func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event) time.Time) error {
 	n := len(v.steps)
 	waiting := make([]int, n)
 	ready := make([]int, 0, n)
@@ -519,11 +519,11 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		}
 	}
 
-	ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
+	// The step's duration runs from the time its start is recorded.
+	start := ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
 	// What follows the call records the step whatever happens to ctx: the
 	// effect, if any, has happened.
 	rctx := x.after
-	start := r.ex.cfg.Now()
 	// A tool that ends its goroutine (runtime.Goexit) skips the rest of
 	// this function but not its deferred calls: record it as a failure.
 	exited := true
@@ -655,7 +655,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	default:
 		serr = r.saveStep(ctx, v, id, res, clr, err.Error())
 	}
-	r.rec.emit(Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
+	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
 		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
 	var failure error = &StepError{Step: id, Tool: tool, Err: err}
 	if inDoubt {
@@ -667,7 +667,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 // recheck asks again, just before a step runs, whether it may: the
 // delegation (expiry, revocation) and a person's decision (withdrawn,
 // expired). Grants are checked again when they are committed.
-func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event)) error {
+func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event) time.Time) error {
 	d := &r.d
 	id, tool := s.step.ID, s.step.Tool
 	// The clock is read only for what can expire.
