@@ -534,7 +534,8 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	}()
 	outcome, err := r.call(x, s, epoch, rn)
 	exited = false
-	elapsed := r.ex.cfg.Now().Sub(start)
+	end := r.ex.cfg.Now()
+	elapsed := end.Sub(start)
 	if err != nil {
 		return r.failed(rctx, v, s, clr, res, epoch, elapsed, err)
 	}
@@ -542,7 +543,7 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	if store != nil {
 		var err error
 		if r.ex.steps != nil {
-			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, ""))
+			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, "", end))
 		} else {
 			err = store.Complete(rctx, s.key, epoch, outcome)
 		}
@@ -643,7 +644,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	var serr error
 	switch store := r.ex.claims; {
 	case r.ex.steps != nil:
-		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error())); serr != nil {
+		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error(), r.ex.cfg.Now())); serr != nil {
 			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
 		}
 	case store != nil:
@@ -734,11 +735,12 @@ func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome js
 	return outcome, nil
 }
 
-// stepRecord is what the plan store keeps of a step.
-func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string) StepRecord {
+// stepRecord is what the plan store keeps of a step that finished at
+// finished.
+func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string, finished time.Time) StepRecord {
 	rec := StepRecord{
 		StepID: id, PlanID: v.plan.ID, Tool: sr.Tool, Status: sr.Status, Outcome: sr.Outcome, Replayed: sr.Replayed,
-		Key: sr.Key.Digest, ApprovedBy: sr.ApprovedBy, Error: errText, Finished: r.ex.cfg.Now(),
+		Key: sr.Key.Digest, ApprovedBy: sr.ApprovedBy, Error: errText, Finished: finished,
 	}
 	if clr.grant != nil {
 		rec.Grant, rec.Amount = clr.grant.ID, clr.amount
@@ -751,7 +753,7 @@ func (r *Run) saveStep(ctx context.Context, v *vplan, id string, sr StepResult, 
 		return nil
 	}
 	d := &r.d
-	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, r.stepRecord(v, id, sr, clr, errText)); err != nil {
+	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, r.stepRecord(v, id, sr, clr, errText, r.ex.cfg.Now())); err != nil {
 		return fmt.Errorf("planexec: recording step %s: %w", quote(id), err)
 	}
 	return nil
