@@ -24,7 +24,8 @@ type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
 	runs      map[[2]string]*planexec.PlanRecord
-	claims    map[planexec.Key]claim // by value: a claim per step costs no allocation of its own
+	claims    map[planexec.Key]*claim
+	slab      []claim // claims not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
 }
 
@@ -45,7 +46,7 @@ func New(opts ...Option) *Store {
 	s := &Store{
 		now:       time.Now,
 		runs:      map[[2]string]*planexec.PlanRecord{},
-		claims:    map[planexec.Key]claim{},
+		claims:    map[planexec.Key]*claim{},
 		decisions: map[[2]string]planexec.Decision{},
 	}
 	for _, o := range opts {
@@ -163,7 +164,10 @@ func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Cl
 	defer s.mu.Unlock()
 	now := s.now()
 	c, ok := s.claims[req.Key]
-	if ok {
+	if !ok {
+		c = s.newClaim()
+		s.claims[req.Key] = c
+	} else {
 		switch c.state {
 		case planexec.ClaimCompleted:
 			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: c.epoch, Outcome: clone(c.outcome)}, nil
@@ -180,19 +184,29 @@ func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Cl
 	}
 	c.state, c.holder, c.expires, c.outcome = planexec.ClaimAcquired, req.Holder, now.Add(req.Lease), nil
 	c.epoch++
-	s.claims[req.Key] = c
 	return planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
 }
 
-// held returns the claim if epoch still holds it. Callers hold s.mu, and
-// put the claim back if they change it.
-func (s *Store) held(key planexec.Key, epoch int64) (claim, error) {
+// newClaim returns a new claim. Claims are never deleted, so they are
+// carved from slabs: one allocation for many steps' claims. Callers hold
+// s.mu.
+func (s *Store) newClaim() *claim {
+	if len(s.slab) == 0 {
+		s.slab = make([]claim, 64)
+	}
+	c := &s.slab[0]
+	s.slab = s.slab[1:]
+	return c
+}
+
+// held returns the claim if epoch still holds it. Callers hold s.mu.
+func (s *Store) held(key planexec.Key, epoch int64) (*claim, error) {
 	c, ok := s.claims[key]
 	if !ok {
-		return claim{}, planexec.ErrNoRecord
+		return nil, planexec.ErrNoRecord
 	}
 	if c.epoch != epoch || c.state != planexec.ClaimAcquired {
-		return claim{}, planexec.ErrFenced
+		return nil, planexec.ErrFenced
 	}
 	return c, nil
 }
@@ -206,7 +220,6 @@ func (s *Store) Extend(_ context.Context, key planexec.Key, epoch int64, lease t
 		return err
 	}
 	c.expires = s.now().Add(lease)
-	s.claims[key] = c
 	return nil
 }
 
@@ -225,7 +238,6 @@ func (s *Store) complete(key planexec.Key, epoch int64, outcome json.RawMessage)
 		return err
 	}
 	c.state, c.outcome = planexec.ClaimCompleted, outcome
-	s.claims[key] = c
 	return nil
 }
 
@@ -245,7 +257,6 @@ func (s *Store) release(key planexec.Key, epoch int64, inDoubt bool) error {
 	if inDoubt {
 		c.state = planexec.ClaimInDoubt
 	}
-	s.claims[key] = c
 	return nil
 }
 
@@ -268,7 +279,6 @@ func (s *Store) Resolve(_ context.Context, key planexec.Key, r planexec.Resoluti
 	if r.Applied {
 		c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
 	}
-	s.claims[key] = c
 	return nil
 }
 
