@@ -23,7 +23,7 @@ import (
 type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
-	runs      map[[2]string]*planexec.PlanRecord
+	runs      map[[2]string]*run
 	claims    map[planexec.Key]*claim
 	slab      []claim // claims not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
@@ -45,7 +45,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 func New(opts ...Option) *Store {
 	s := &Store{
 		now:       time.Now,
-		runs:      map[[2]string]*planexec.PlanRecord{},
+		runs:      map[[2]string]*run{},
 		claims:    map[planexec.Key]*claim{},
 		decisions: map[[2]string]planexec.Decision{},
 	}
@@ -58,25 +58,36 @@ func New(opts ...Option) *Store {
 	return s
 }
 
+// run is what the store keeps of one run: its record, with Steps left nil,
+// and its steps, carved from slabs as claims are.
+type run struct {
+	rec   planexec.PlanRecord
+	steps map[string]*planexec.StepRecord
+	slab  []planexec.StepRecord // step records not yet handed out
+}
+
 // SavePlan implements planexec.PlanStore.
 func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{rec.Tenant, rec.RunID}
-	c := *rec
-	if old, ok := s.runs[k]; ok && old.Plan.ID == rec.Plan.ID {
-		c.Steps = old.Steps
-		c.Created = old.Created
+	r, ok := s.runs[k]
+	if ok && r.rec.Plan.ID == rec.Plan.ID {
+		plan, created := r.rec.Plan, r.rec.Created
+		r.rec = *rec
+		r.rec.Created = created
 		// A run saves its plan as it starts and again as it ends: keep the
 		// copy already made when nothing in the plan changed.
-		if c.Plan = old.Plan; !samePlan(old.Plan, rec.Plan) {
-			c.Plan = clonePlan(rec.Plan)
+		if r.rec.Plan = plan; !samePlan(plan, rec.Plan) {
+			r.rec.Plan = clonePlan(rec.Plan)
 		}
 	} else {
-		c.Plan = clonePlan(rec.Plan)
-		c.Steps = make(map[string]planexec.StepRecord, len(rec.Plan.Steps))
+		r = &run{rec: *rec, steps: make(map[string]*planexec.StepRecord, len(rec.Plan.Steps))}
+		r.rec.Plan = clonePlan(rec.Plan)
+		r.slab = make([]planexec.StepRecord, len(rec.Plan.Steps))
+		s.runs[k] = r
 	}
-	s.runs[k] = &c
+	r.rec.Steps = nil
 	return nil
 }
 
@@ -85,35 +96,44 @@ func (s *Store) SaveStep(_ context.Context, tenant, runID string, step planexec.
 	step.Outcome = clone(step.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.saveStep(tenant, runID, step)
-}
-
-// saveStep writes a step record whose outcome is the store's own copy.
-// Callers hold s.mu.
-func (s *Store) saveStep(tenant, runID string, step planexec.StepRecord) error {
-	rec, ok := s.runs[[2]string{tenant, runID}]
+	r, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
 		return planexec.ErrNoRecord
 	}
-	rec.Steps[step.StepID] = step
-	if step.Finished.After(rec.Updated) {
-		rec.Updated = step.Finished
-	}
+	r.saveStep(step)
 	return nil
+}
+
+// saveStep writes a step record whose outcome is the store's own copy.
+// Callers hold the store's mu.
+func (r *run) saveStep(step planexec.StepRecord) {
+	p, ok := r.steps[step.StepID]
+	if !ok {
+		if len(r.slab) == 0 {
+			r.slab = make([]planexec.StepRecord, 16)
+		}
+		p, r.slab = &r.slab[0], r.slab[1:]
+		r.steps[step.StepID] = p
+	}
+	*p = step
+	if step.Finished.After(r.rec.Updated) {
+		r.rec.Updated = step.Finished
+	}
 }
 
 // LoadPlan implements planexec.PlanStore.
 func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.runs[[2]string{tenant, runID}]
+	r, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
 		return nil, planexec.ErrNoRecord
 	}
-	c := *rec
-	c.Plan = clonePlan(rec.Plan)
-	c.Steps = make(map[string]planexec.StepRecord, len(rec.Steps))
-	for id, st := range rec.Steps {
+	c := r.rec
+	c.Plan = clonePlan(r.rec.Plan)
+	c.Steps = make(map[string]planexec.StepRecord, len(r.steps))
+	for id, st := range r.steps {
+		st := *st
 		st.Outcome = clone(st.Outcome)
 		c.Steps[id] = st
 	}
@@ -296,13 +316,15 @@ func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, o
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
+	r, ok := s.runs[[2]string{key.Tenant, runID}]
+	if !ok {
 		return planexec.ErrNoRecord
 	}
 	if err := s.complete(key, epoch, outcome); err != nil {
 		return err
 	}
-	return s.saveStep(key.Tenant, runID, rec)
+	r.saveStep(rec)
+	return nil
 }
 
 // ReleaseStep implements planexec.StepStore: the claim and the step record
@@ -311,13 +333,15 @@ func (s *Store) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, in
 	rec.Outcome = clone(rec.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
+	r, ok := s.runs[[2]string{key.Tenant, runID}]
+	if !ok {
 		return planexec.ErrNoRecord
 	}
 	if err := s.release(key, epoch, inDoubt); err != nil {
 		return err
 	}
-	return s.saveStep(key.Tenant, runID, rec)
+	r.saveStep(rec)
+	return nil
 }
 
 func clone(b json.RawMessage) json.RawMessage {
