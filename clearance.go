@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shopspring/decimal"
 
@@ -24,7 +25,7 @@ type clearance struct {
 // collected into one *ApprovalPendingError.
 //
 // acted holds what the plan's finished steps put against each grant.
-func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, acted map[string]decimal.Decimal, ev func(Event)) ([]clearance, error) {
+func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, acted map[string]decimal.Decimal, ev func(Event) time.Time) ([]clearance, error) {
 	d := &r.d
 	clr := make([]clearance, len(v.steps))
 	inPlan := map[string]decimal.Decimal{}
@@ -121,7 +122,7 @@ func (r *Run) approvalRequest(v *vplan, s *vstep, class, why string) (ApprovalRe
 
 // decision finds the recorded decision for req or asks the gate, and returns
 // a granted or pending decision, or the denial as an error.
-func (r *Run) decision(ctx context.Context, req ApprovalRequest, ev func(Event)) (Decision, error) {
+func (r *Run) decision(ctx context.Context, req ApprovalRequest, ev func(Event) time.Time) (Decision, error) {
 	now := r.ex.cfg.Now()
 	deny := func(dec Decision, why string, replayed bool) (Decision, error) {
 		ev(Event{Kind: EventApprovalDenied, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Approver: dec.Approver, Replayed: replayed, Detail: why})

@@ -51,9 +51,9 @@ type Contract struct {
 	typ          reflect.Type
 	dec          *strictjson.Decoder
 	schema       json.RawMessage
-	strict       bool       // the schema is within what strict structured output accepts
-	newValue     func() any // a pointer to a new zero value of the type
-	deref        func(any) any
+	strict       bool             // the schema is within what strict structured output accepts
+	rules        bool             // the type has validate rules somewhere: decode runs them
+	plain        *canonjson.Plain // renders the canonical form, if the type is plain
 }
 
 // ContractOption says what a contract says beyond its argument type.
@@ -82,10 +82,8 @@ func RequireApproval() ContractOption { return func(c *Contract) { c.approval = 
 // names no field of T. NewTool builds a tool's contract this way.
 func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) {
 	c := &Contract{
-		tool:     tool,
-		typ:      reflect.TypeFor[T](),
-		newValue: func() any { return new(T) },
-		deref:    func(p any) any { return *p.(*T) },
+		tool: tool,
+		typ:  reflect.TypeFor[T](),
 	}
 	for _, o := range opts {
 		o(c)
@@ -104,6 +102,8 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 	if err := checkTags(c.typ); err != nil {
 		return nil, &ConfigurationError{Tool: tool, Why: err.Error()}
 	}
+	c.rules = (&ruleWalk{ruled: map[reflect.Type]bool{}}).hasRules(c.typ)
+	c.plain = canonjson.PlainFor(c.typ)
 	fields := topLevelFields(c.typ)
 	for _, k := range c.keyArgs {
 		if !slices.Contains(fields, k) {
@@ -164,7 +164,7 @@ func (c *Contract) Check(arguments json.RawMessage) error {
 
 // decoded is one step's arguments after its contract accepted them.
 type decoded struct {
-	value     any    // the T the tool is called with
+	value     any    // a *T: the T the tool is called with
 	canonical []byte // canonical JSON of value: what approval records digest
 	keyJSON   []byte // the part of it the idempotency key digests
 }
@@ -174,18 +174,25 @@ type decoded struct {
 // (omitempty) or sets to null is a violation: the step would run without a
 // key.
 func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation) {
-	ptr := c.newValue()
-	if vs := c.dec.Decode(raw, ptr, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes}); vs != nil {
-		return decoded{}, violations(vs)
+	ptr, svs := c.dec.New(raw, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes})
+	if svs != nil {
+		return decoded{}, violations(svs)
 	}
-	if vs := checkValues(ptr); vs != nil {
-		return decoded{}, vs
+	// A type without rules has nothing for the validator to find, and
+	// walking it would still cost an allocation per field.
+	if c.rules {
+		if vs := checkValues(ptr); vs != nil {
+			return decoded{}, vs
+		}
 	}
-	canon, err := canonjson.Marshal(ptr)
-	if err != nil {
+	var canon []byte
+	var err error
+	if c.plain != nil {
+		canon = c.plain.Append(make([]byte, 0, len(raw)), reflect.ValueOf(ptr).Elem())
+	} else if canon, err = canonjson.Marshal(ptr); err != nil {
 		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
-	d := decoded{value: c.deref(ptr), canonical: canon, keyJSON: canon}
+	d := decoded{value: ptr, canonical: canon, keyJSON: canon}
 	if len(c.keyArgs) == 0 {
 		return d, nil
 	}

@@ -25,11 +25,14 @@ func (d decoded) display() []byte {
 	return displayJSON(d.value, d.canonical)
 }
 
-// displayJSON is display for value, a contract's type, whose canonical JSON
-// is canonical. A type without decimals, or anything unexpected, gives
-// canonical itself.
+// displayJSON is display for value, a contract's type or a pointer to one,
+// whose canonical JSON is canonical. A type without decimals, or anything
+// unexpected, gives canonical itself.
 func displayJSON(value any, canonical []byte) []byte {
 	v := reflect.ValueOf(value)
+	if v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
 	if !v.IsValid() {
 		return canonical
 	}

@@ -92,32 +92,36 @@ type record struct {
 	now        func() time.Time
 }
 
-func (r *record) emit(e Event) {
+// emit records e, stamped with its sequence number and, unless it has one,
+// the time, and returns that time. e is copied: the caller's may be reused.
+func (r *record) emit(e *Event) time.Time {
 	r.mu.Lock()
 	e.Seq = int64(len(r.events) + 1)
 	if e.Time.IsZero() {
 		e.Time = r.now()
 	}
-	r.events = append(r.events, e)
+	r.events = append(r.events, *e)
 	if len(r.observers) == 0 || r.delivering {
 		r.mu.Unlock()
-		return
+		return e.Time
 	}
 	r.delivering = true
+	var next Event
 	for r.delivered < len(r.events) {
-		next := r.events[r.delivered]
+		next = r.events[r.delivered]
 		r.delivered++
 		r.mu.Unlock()
-		r.deliver(next)
+		r.deliver(&next)
 		r.mu.Lock()
 	}
 	r.delivering = false
 	r.mu.Unlock()
+	return e.Time
 }
 
 // deliver hands e to each observer. A panicking observer is a bug in the
 // caller's code and panics on; the record stays usable.
-func (r *record) deliver(e Event) {
+func (r *record) deliver(e *Event) {
 	for _, o := range r.observers {
 		func() {
 			defer func() {
@@ -128,7 +132,7 @@ func (r *record) deliver(e Event) {
 					panic(p)
 				}
 			}()
-			o(e)
+			o(*e)
 		}()
 	}
 }

@@ -191,11 +191,12 @@ func (r *Result) Outcome(step string, v any) error {
 // run clears and executes v; done holds the steps already on record.
 func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*Result, error) {
 	d := &r.d
-	ev := func(e Event) {
+	ev := func(e Event) time.Time {
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
-		r.rec.emit(e)
+		return r.rec.emit(&e)
 	}
-	r.rec.reserve(4 * len(v.steps))
+	// Most steps record two events: started and executed.
+	r.rec.reserve(2*len(v.steps) + 4)
 	v.holder = r.ex.holder()
 	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Steps: make(map[string]StepResult, len(v.steps))}
 	finished := make([]bool, len(v.steps))
@@ -294,21 +295,45 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, status PlanStatus) error {
 	return nil
 }
 
-// stepDone reports one finished worker.
+// stepDone reports one finished step.
 type stepDone struct {
 	i   int
 	res StepResult
 	err error
+	// exited is true when the tool ended the worker's goroutine
+	// (runtime.Goexit): the worker is gone.
+	exited bool
 }
 
 // errNotStarted marks a step that was dispatched but found the run already
 // cancelled; the cancellation itself is reported once, by dispatch.
 var errNotStarted = errors.New("planexec: not started: the run was cancelled")
 
+// execution is what the steps of one dispatch share.
+type execution struct {
+	v   *vplan
+	clr []clearance
+	ev  func(Event) time.Time
+	// ctx is the caller's: a step starts only while it lasts, and the
+	// tools run under it.
+	ctx context.Context
+	// after holds ctx's values without its cancellation: what follows a
+	// tool's call is recorded whatever happens to ctx.
+	after context.Context
+	// claims is done a lease after ctx is (see Run.claim).
+	claims context.Context
+}
+
 // dispatch runs the steps not yet finished: each starts the moment the last
 // of its dependencies finishes, up to the concurrency bound. Every goroutine
 // it starts has ended when it returns.
-func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event)) error {
+//
+// Steps run on workers that take one step after another for as long as the
+// dispatch lasts; a worker is started only when every worker is busy. A
+// goroutine per step would grow a fresh stack for every step (calling the
+// tool and encoding its outcome go deep), which costs more than the step's
+// own work when tools are quick.
+func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event) time.Time) error {
 	n := len(v.steps)
 	waiting := make([]int, n)
 	ready := make([]int, 0, n)
@@ -329,22 +354,45 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			ready = append(ready, i)
 		}
 	}
-	results := make(chan stepDone, n)
+	x := &execution{v: v, clr: clr, ev: ev, ctx: ctx, after: ctx, claims: ctx}
+	// A context that can never be done needs no detaching from.
+	if ctx.Done() != nil {
+		x.after = context.WithoutCancel(ctx)
+		if r.ex.claims != nil {
+			var stop func()
+			x.claims, stop = claimContext(ctx, r.ex.cfg.Lease)
+			defer stop()
+		}
+	}
+	// jobs holds every step, so the dispatcher never waits to send one and
+	// only ever waits to receive a result: a worker that finds results full
+	// waits only for that. Room for a few results spares workers most waits
+	// without a buffer the size of the plan.
+	jobs := make(chan int, n)
+	results := make(chan stepDone, min(n, r.ex.cfg.Concurrency, 16))
+	var wg sync.WaitGroup
+	defer func() {
+		close(jobs)
+		wg.Wait()
+	}()
 	var errs []error
-	running, stopping, cancelled, notStarted := 0, false, false, false
+	workers, running, stopping, cancelled, notStarted := 0, 0, false, false, false
 	done := ctx.Done()
 	for {
 		for !stopping && running < r.ex.cfg.Concurrency && len(ready) > 0 {
 			i := ready[0]
 			ready = ready[1:]
+			if running == workers {
+				workers++
+				wg.Go(func() {
+					var rn renewer
+					for i := range jobs {
+						r.work(x, i, &rn, results)
+					}
+				})
+			}
 			running++
-			go func() {
-				// Sent from a deferred call so that a tool ending its
-				// goroutine (runtime.Goexit) still reports.
-				d := stepDone{i: i}
-				defer func() { results <- d }()
-				d.res, d.err = r.runStep(ctx, v, i, clr[i], ev, &d)
-			}()
+			jobs <- i
 		}
 		if running == 0 {
 			break
@@ -352,6 +400,9 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 		select {
 		case d := <-results:
 			running--
+			if d.exited {
+				workers--
+			}
 			if d.res.Status != "" {
 				res.Steps[v.steps[d.i].step.ID] = d.res
 			}
@@ -386,11 +437,23 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 	return errors.Join(errs...)
 }
 
+// work runs step i on a worker and reports it. rn is the worker's.
+func (r *Run) work(x *execution, i int, rn *renewer, results chan<- stepDone) {
+	// Sent from a deferred call so that a tool ending its goroutine
+	// (runtime.Goexit) still reports, and the worker is known to be gone.
+	d := stepDone{i: i, exited: true}
+	defer func() { results <- d }()
+	d.res, d.err = r.runStep(x, i, rn, &d)
+	d.exited = false
+}
+
 // runStep checks that the step may still run, claims its key, calls the tool
 // and records what happened.
 //
-// out receives the result instead when the tool ends its goroutine.
-func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev func(Event), out *stepDone) (StepResult, error) {
+// rn renews the step's claim while the tool runs. out receives the result
+// instead when the tool ends its goroutine.
+func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResult, error) {
+	ctx, v, clr, ev := x.ctx, x.v, x.clr[i], x.ev
 	d := &r.d
 	s := &v.steps[i]
 	id, tool, irreversible := s.step.ID, s.step.Tool, s.tool.contract.irreversible
@@ -412,7 +475,7 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	var epoch int64
 	if store != nil {
 		req := ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible}
-		c, err := r.claim(ctx, req)
+		c, err := r.claim(x, req)
 		if err != nil {
 			return StepResult{}, fmt.Errorf("planexec: claiming step %s: %w", quote(id), err)
 		}
@@ -442,25 +505,25 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 		// back, so the step is not left in doubt for an effect that never
 		// started.
 		if ctx.Err() != nil {
-			_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
+			_ = store.Release(x.after, s.key, epoch, false)
 			return StepResult{}, errNotStarted
 		}
 	}
 	if clr.grant != nil {
 		if err := r.ex.cfg.Ladder.commit(r.ex.cfg.Now(), clr.grant, clr.amount); err != nil {
 			if store != nil {
-				_ = store.Release(context.WithoutCancel(ctx), s.key, epoch, false)
+				_ = store.Release(x.after, s.key, epoch, false)
 			}
 			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant.ID, Detail: err.Error()})
 			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error(), AtDispatch: true}
 		}
 	}
 
-	ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
+	// The step's duration runs from the time its start is recorded.
+	start := ev(Event{Kind: EventStepStarted, StepID: id, Tool: tool})
 	// What follows the call records the step whatever happens to ctx: the
 	// effect, if any, has happened.
-	rctx := context.WithoutCancel(ctx)
-	start := r.ex.cfg.Now()
+	rctx := x.after
 	// A tool that ends its goroutine (runtime.Goexit) skips the rest of
 	// this function but not its deferred calls: record it as a failure.
 	exited := true
@@ -469,9 +532,10 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 			out.res, out.err = r.failed(rctx, v, s, clr, res, epoch, r.ex.cfg.Now().Sub(start), errToolExited)
 		}
 	}()
-	outcome, err := r.call(ctx, v, s, epoch)
+	outcome, err := r.call(x, s, epoch, rn)
 	exited = false
-	elapsed := r.ex.cfg.Now().Sub(start)
+	end := r.ex.cfg.Now()
+	elapsed := end.Sub(start)
 	if err != nil {
 		return r.failed(rctx, v, s, clr, res, epoch, elapsed, err)
 	}
@@ -479,7 +543,7 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	if store != nil {
 		var err error
 		if r.ex.steps != nil {
-			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, ""))
+			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, "", end))
 		} else {
 			err = store.Complete(rctx, s.key, epoch, outcome)
 		}
@@ -513,38 +577,48 @@ func (r *Run) runStep(ctx context.Context, v *vplan, i int, clr clearance, ev fu
 	return res, nil
 }
 
-// claim takes a step's key. The claim is written even if ctx is cancelled
-// meanwhile, for up to a lease more: a caller that gives up halfway must not
-// leave a claim behind that nobody knows it holds, which an irreversible step
-// would find in doubt after the lease. If the store fails, the claim may
-// still have landed; it is looked up once and given back if it is this
-// execution's.
-func (r *Run) claim(ctx context.Context, req ClaimRequest) (Claim, error) {
-	store, lease := r.ex.claims, r.ex.cfg.Lease
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
+// claimContext returns the context claims are written under: ctx's values,
+// done a lease after ctx is. stop ends it; it is called once no claim can be
+// in flight.
+func claimContext(ctx context.Context, lease time.Duration) (claims context.Context, stop func()) {
+	claims, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var (
-		mu    sync.Mutex
-		grace *time.Timer
+		mu      sync.Mutex
+		stopped bool
+		grace   *time.Timer
 	)
-	stop := context.AfterFunc(ctx, func() {
+	unwatch := context.AfterFunc(ctx, func() {
 		mu.Lock()
 		defer mu.Unlock()
-		grace = time.AfterFunc(lease, cancel)
+		if !stopped {
+			grace = time.AfterFunc(lease, cancel)
+		}
 	})
-	defer func() {
-		stop()
+	return claims, func() {
+		unwatch()
 		mu.Lock()
 		defer mu.Unlock()
+		stopped = true
 		if grace != nil {
 			grace.Stop()
 		}
-	}()
-	c, err := store.Claim(wctx, req)
+		cancel()
+	}
+}
+
+// claim takes a step's key. The claim is written even if the caller's ctx is
+// cancelled meanwhile, for up to a lease more (x.claims): a caller that gives
+// up halfway must not leave a claim behind that nobody knows it holds, which
+// an irreversible step would find in doubt after the lease. If the store
+// fails, the claim may still have landed; it is looked up once and given back
+// if it is this execution's.
+func (r *Run) claim(x *execution, req ClaimRequest) (Claim, error) {
+	store, lease := r.ex.claims, r.ex.cfg.Lease
+	c, err := store.Claim(x.claims, req)
 	if err == nil {
 		return c, nil
 	}
-	lctx, done := context.WithTimeout(context.WithoutCancel(ctx), lease)
+	lctx, done := context.WithTimeout(x.after, lease)
 	defer done()
 	if again, aerr := store.Claim(lctx, req); aerr == nil &&
 		(again.State == ClaimAcquired || (again.State == ClaimHeld && again.Holder == req.Holder)) {
@@ -570,7 +644,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	var serr error
 	switch store := r.ex.claims; {
 	case r.ex.steps != nil:
-		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error())); serr != nil {
+		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error(), r.ex.cfg.Now())); serr != nil {
 			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
 		}
 	case store != nil:
@@ -582,7 +656,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	default:
 		serr = r.saveStep(ctx, v, id, res, clr, err.Error())
 	}
-	r.rec.emit(Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
+	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
 		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
 	var failure error = &StepError{Step: id, Tool: tool, Err: err}
 	if inDoubt {
@@ -594,11 +668,11 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 // recheck asks again, just before a step runs, whether it may: the
 // delegation (expiry, revocation) and a person's decision (withdrawn,
 // expired). Grants are checked again when they are committed.
-func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event)) error {
+func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Event) time.Time) error {
 	d := &r.d
 	id, tool := s.step.ID, s.step.Tool
-	now := r.ex.cfg.Now()
-	if d.expired(now) {
+	// The clock is read only for what can expire.
+	if !d.Expires.IsZero() && d.expired(r.ex.cfg.Now()) {
 		ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation expired"})
 		return &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "the delegation expired"}
 	}
@@ -620,7 +694,7 @@ func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Even
 		return fmt.Errorf("planexec: reading the approval record of step %s: %w", quote(id), err)
 	case dec.Status != Approved:
 		why = "the decision was changed to " + string(dec.Status) + " before the step ran"
-	case dec.expired(now):
+	case dec.expired(r.ex.cfg.Now()):
 		why = "the decision expired before the step ran"
 	default:
 		return nil
@@ -632,39 +706,26 @@ func (r *Run) recheck(ctx context.Context, s *vstep, clr clearance, ev func(Even
 // call runs the tool with its step and key in the context, renewing the
 // claim's lease while it runs, and renders its outcome as JSON. A panic, in
 // the tool or in rendering its outcome, is its error.
-func (r *Run) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcome json.RawMessage, err error) {
-	d := &r.d
-	tctx, cancel := context.WithCancelCause(ctx)
+func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome json.RawMessage, err error) {
+	d, v := &r.d, x.v
+	tctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
-	sc := &stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User, PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}
+	tc := &toolContext{Context: tctx, step: stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User,
+		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}}
 	if store := r.ex.claims; store != nil {
-		sc.key = s.key.Digest
-		lease := r.ex.cfg.Lease
+		tc.step.key = s.key.Digest
 		// Renewal goes on while the tool runs even if the caller's ctx is
-		// cancelled (the tool may not stop at once), and each renewal is
-		// bounded so a hung store cannot hold the step.
-		rctx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-		rn := renew(lease/3, func() bool {
-			c, done := context.WithTimeout(rctx, lease/3)
-			defer done()
-			if err := store.Extend(c, s.key, epoch, lease); errors.Is(err, ErrFenced) {
-				cancel(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(s.step.ID), err))
-				return false
-			}
-			return true
-		})
-		defer func() {
-			stopRenewing()
-			rn.stop()
-		}()
+		// cancelled (the tool may not stop at once); losing the claim to
+		// another holder cancels the tool.
+		rn.start(x.after, store, s.key, epoch, r.ex.cfg.Lease, s.step.ID, cancel)
+		defer rn.stop()
 	}
-	tctx = context.WithValue(tctx, stepKey{}, sc)
 	defer func() {
 		if p := recover(); p != nil {
 			outcome, err = nil, fmt.Errorf("planexec: tool %s panicked: %v", quote(s.step.Tool), p)
 		}
 	}()
-	out, err := s.tool.call(tctx, s.args.value)
+	out, err := s.tool.call(tc, s.args.value)
 	if err != nil {
 		return nil, err
 	}
@@ -674,11 +735,12 @@ func (r *Run) call(ctx context.Context, v *vplan, s *vstep, epoch int64) (outcom
 	return outcome, nil
 }
 
-// stepRecord is what the plan store keeps of a step.
-func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string) StepRecord {
+// stepRecord is what the plan store keeps of a step that finished at
+// finished.
+func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string, finished time.Time) StepRecord {
 	rec := StepRecord{
 		StepID: id, PlanID: v.plan.ID, Tool: sr.Tool, Status: sr.Status, Outcome: sr.Outcome, Replayed: sr.Replayed,
-		Key: sr.Key.Digest, ApprovedBy: sr.ApprovedBy, Error: errText, Finished: r.ex.cfg.Now(),
+		Key: sr.Key.Digest, ApprovedBy: sr.ApprovedBy, Error: errText, Finished: finished,
 	}
 	if clr.grant != nil {
 		rec.Grant, rec.Amount = clr.grant.ID, clr.amount
@@ -691,7 +753,7 @@ func (r *Run) saveStep(ctx context.Context, v *vplan, id string, sr StepResult, 
 		return nil
 	}
 	d := &r.d
-	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, r.stepRecord(v, id, sr, clr, errText)); err != nil {
+	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, r.stepRecord(v, id, sr, clr, errText, r.ex.cfg.Now())); err != nil {
 		return fmt.Errorf("planexec: recording step %s: %w", quote(id), err)
 	}
 	return nil

@@ -225,9 +225,15 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 		}
 		effects[k] = i
 	}
-	deps := make([][]int, len(plan.Steps))
+	// Every step's dependencies in one backing array.
+	edges := 0
+	for i := range plan.Steps {
+		edges += len(plan.Steps[i].DependsOn)
+	}
+	deps, all := make([][]int, len(plan.Steps)), make([]int, 0, edges)
 	for i := range plan.Steps {
 		s := &plan.Steps[i]
+		start := len(all)
 		for j, dep := range s.DependsOn {
 			k, ok := index[dep]
 			if !ok {
@@ -236,8 +242,9 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 			if k == i {
 				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Why: "the step waits on itself"})
 			}
-			deps[i] = append(deps[i], k)
+			all = append(all, k)
 		}
+		deps[i] = all[start:len(all):len(all)]
 	}
 	v.graph = dag.New(deps)
 	order, blocked := v.graph.Order()
@@ -320,6 +327,9 @@ func (r *Run) checkID(id string) string {
 		return "step id is not valid UTF-8"
 	}
 	for _, c := range id {
+		if ' ' < c && c < utf8.RuneSelf && c != 0x7f {
+			continue // printable ASCII: nothing below applies
+		}
 		switch {
 		case unicode.IsControl(c) || unicode.IsSpace(c):
 			return "step id holds a space or control character"

@@ -242,13 +242,13 @@ func (r *Run) Plan(ctx context.Context, planner Planner, task string) (Plan, err
 			r.mu.Lock()
 			r.planned = [2]any{planID, attempt}
 			r.mu.Unlock()
-			r.rec.emit(Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+			r.rec.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
 				Model: resp.Model, RequestID: resp.RequestID,
 				Detail: fmt.Sprintf("%d steps", len(plan.Steps))})
 			return plan, nil
 		}
 		perr.Attempts = attempt
-		r.rec.emit(Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
 			Model: resp.Model, RequestID: resp.RequestID,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		refusals = append(refusals, perr)
@@ -256,7 +256,7 @@ func (r *Run) Plan(ctx context.Context, planner Planner, task string) (Plan, err
 			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
 				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
 		}
-		r.rec.emit(Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
+		r.rec.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
 	}
 }
 

@@ -142,7 +142,7 @@ func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
 	}
 	v, perr := r.validate(&plan, nil)
 	if perr != nil {
-		r.rec.emit(Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		return nil, perr
 	}
@@ -150,7 +150,7 @@ func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
 	fromPlan := r.planned == [2]any{plan.ID, plan.Revision}
 	r.mu.Unlock()
 	if !fromPlan {
-		r.rec.emit(Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
 			Detail: fmt.Sprintf("%d steps, validated", len(plan.Steps))})
 	}
 	return r.run(ctx, v, nil)
@@ -191,11 +191,11 @@ func (r *Run) load(ctx context.Context) (*PlanRecord, error) {
 func (r *Run) resume(ctx context.Context, rec *PlanRecord) (*Result, error) {
 	v, perr := r.validate(&rec.Plan, nil)
 	if perr != nil {
-		r.rec.emit(Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: "on resume"})
 		return nil, perr
 	}
-	r.rec.emit(Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
+	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
 		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(rec.Plan.Steps))})
 	return r.run(ctx, v, rec.Steps)
 }

@@ -14,7 +14,7 @@ type Tool struct {
 	name        string
 	description string
 	contract    *Contract
-	call        func(ctx context.Context, args any) (any, error)
+	call        func(ctx context.Context, args any) (any, error) // args: a *A
 }
 
 // NewTool declares a tool: fn, called with arguments of type A, a struct, as
@@ -40,12 +40,12 @@ func NewTool[A, R any](name, description string, fn func(ctx context.Context, ar
 		description: description,
 		contract:    c,
 		call: func(ctx context.Context, args any) (any, error) {
-			a, ok := args.(A)
+			a, ok := args.(*A)
 			if !ok {
 				// Unreachable: the contract decodes exactly an A.
 				return nil, fmt.Errorf("planexec: tool %s called with %T", quote(name), args)
 			}
-			return fn(ctx, a)
+			return fn(ctx, *a)
 		},
 	}, nil
 }
@@ -76,6 +76,20 @@ type stepKey struct{}
 type stepContext struct {
 	info StepInfo
 	key  string // "" without an idempotency store
+}
+
+// toolContext is the context a tool runs under: the step's, carrying the
+// step as its one value without a context.WithValue of its own.
+type toolContext struct {
+	context.Context
+	step stepContext
+}
+
+func (c *toolContext) Value(key any) any {
+	if key == (stepKey{}) {
+		return &c.step
+	}
+	return c.Context.Value(key)
 }
 
 // IdempotencyKey returns the idempotency key of the step a tool is running

@@ -49,6 +49,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/planexec/planexec/internal/jsonscan"
@@ -65,13 +66,52 @@ func Marshal(v any) ([]byte, error) {
 	if err := checkDecimals(reflect.ValueOf(v), 0); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	w := getWork()
+	defer w.release()
+	if err := w.enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return Canonicalize(buf.Bytes())
+	return w.canonicalize(w.buf.Bytes())
+}
+
+// work is what one Marshal or Canonicalize needs besides its result. It is
+// pooled: digests are taken for every step of every plan, and building this
+// afresh each time cost more allocations than the result itself.
+type work struct {
+	buf  bytes.Buffer
+	enc  *json.Encoder // writes to buf, without HTML escaping
+	p    parser
+	keys []int // the emitter's stack of member keys
+}
+
+var workPool = sync.Pool{New: func() any {
+	w := &work{}
+	w.enc = json.NewEncoder(&w.buf)
+	w.enc.SetEscapeHTML(false)
+	return w
+}}
+
+func getWork() *work { return workPool.Get().(*work) }
+
+// release returns w to the pool, keeping no reference to a document and no
+// buffer grown past what small documents need.
+func (w *work) release() {
+	const keep = 64 << 10
+	if w.buf.Cap() > keep {
+		return
+	}
+	w.buf.Reset()
+	w.p.doc = nil
+	if cap(w.p.nodes) > keep/32 {
+		w.p.nodes = nil
+	}
+	if cap(w.p.arena) > keep {
+		w.p.arena = nil
+	}
+	if cap(w.p.scratch) > keep {
+		w.p.scratch = nil
+	}
+	workPool.Put(w)
 }
 
 // Digest returns "sha256:" followed by the lowercase hex SHA-256 of
@@ -89,7 +129,10 @@ func Digest(v any) (string, error) {
 // which the caller has built canonically.
 func Sum(canonical []byte) string {
 	sum := sha256.Sum256(canonical)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var b [len("sha256:") + 2*sha256.Size]byte
+	copy(b[:], "sha256:")
+	hex.Encode(b[len("sha256:"):], sum[:])
+	return string(b[:])
 }
 
 // AppendString appends s to dst as a canonical JSON string. Invalid UTF-8 is
@@ -105,9 +148,14 @@ func AppendString(dst []byte, s string) []byte {
 // JSON, duplicate keys and invalid UTF-8. Errors give byte offsets, never
 // document content.
 func Canonicalize(doc []byte) ([]byte, error) {
-	// Rough capacity guesses (a node per 8 bytes) save regrowth on small
-	// documents without reserving much on large ones.
-	p := parser{doc: doc, nodes: make([]node, 0, min(len(doc)/8+8, 1<<12)), arena: make([]byte, 0, 64)}
+	w := getWork()
+	defer w.release()
+	return w.canonicalize(doc)
+}
+
+func (w *work) canonicalize(doc []byte) ([]byte, error) {
+	p := &w.p
+	p.doc, p.pos, p.nodes, p.arena = doc, 0, p.nodes[:0], p.arena[:0]
 	p.pos = jsonscan.SkipSpace(doc, 0)
 	if err := p.value(0); err != nil {
 		return nil, err
@@ -115,9 +163,11 @@ func Canonicalize(doc []byte) ([]byte, error) {
 	if p.pos = jsonscan.SkipSpace(doc, p.pos); p.pos != len(doc) {
 		return nil, p.syntaxError()
 	}
-	e := emitter{nodes: p.nodes, doc: doc, arena: p.arena, keys: make([]int, 0, 32)}
+	e := emitter{nodes: p.nodes, doc: doc, arena: p.arena, keys: w.keys[:0]}
 	e.out = make([]byte, 0, len(doc))
-	if _, err := e.emit(0); err != nil {
+	_, err := e.emit(0)
+	w.keys = e.keys[:0]
+	if err != nil {
 		return nil, err
 	}
 	return e.out, nil
@@ -358,10 +408,11 @@ func (e *emitter) emit(i int) (int, error) {
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s (valid UTF-8) as a canonical string literal.
-func appendString(dst, s []byte) []byte {
+func appendString[S string | []byte](dst []byte, s S) []byte {
 	dst = append(dst, '"')
 	start := 0
-	for i, c := range s {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if c >= 0x20 && c != '"' && c != '\\' {
 			continue
 		}

@@ -131,12 +131,33 @@ func (d *Decoder) Decode(raw []byte, dst any, lim Limits) []Violation {
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Type().Elem() != d.t {
 		return []Violation{{Problem: "destination is not a non-nil *" + d.t.String()}}
 	}
+	// Decoding goes into a fresh value so dst stays untouched on failure.
+	v, viols := d.decode(raw, lim)
+	if viols != nil {
+		return viols
+	}
+	rv.Elem().Set(v.Elem())
+	return nil
+}
+
+// New is Decode into a new value of the Decoder's type: it returns a
+// pointer to that value (a *T as an any), or the violations.
+func (d *Decoder) New(raw []byte, lim Limits) (any, []Violation) {
+	v, viols := d.decode(raw, lim)
+	if viols != nil {
+		return nil, viols
+	}
+	return v.Interface(), nil
+}
+
+// decode decodes raw into a new value and returns a pointer to it.
+func (d *Decoder) decode(raw []byte, lim Limits) (reflect.Value, []Violation) {
 	maxBytes := lim.MaxBytes
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxBytes
 	}
 	if len(raw) > maxBytes {
-		return []Violation{{Problem: "larger than " + strconv.Itoa(maxBytes) + " bytes"}}
+		return reflect.Value{}, []Violation{{Problem: "larger than " + strconv.Itoa(maxBytes) + " bytes"}}
 	}
 	maxDepth := lim.MaxDepth
 	if maxDepth <= 0 {
@@ -146,10 +167,9 @@ func (d *Decoder) Decode(raw []byte, dst any, lim Limits) []Violation {
 
 	s := statePool.Get().(*state)
 	s.data, s.maxDepth = raw, maxDepth
-	// Decoding goes into a fresh value so dst stays untouched on failure.
-	tmp := reflect.New(d.t)
+	v := reflect.New(d.t)
 	s.pos = jsonscan.SkipSpace(raw, 0)
-	s.value(d.c, tmp.Elem(), 0)
+	s.value(d.c, v.Elem(), 0)
 	if !s.stop {
 		if s.pos = jsonscan.SkipSpace(raw, s.pos); s.pos != len(raw) {
 			s.frames = s.frames[:0]
@@ -159,10 +179,9 @@ func (d *Decoder) Decode(raw []byte, dst any, lim Limits) []Violation {
 	viols := s.viols
 	s.release()
 	if len(viols) > 0 {
-		return viols
+		return reflect.Value{}, viols
 	}
-	rv.Elem().Set(tmp.Elem())
-	return nil
+	return v, nil
 }
 
 // frame is one step of the path to the value being scanned. Key segments

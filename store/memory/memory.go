@@ -8,8 +8,10 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,8 +23,9 @@ import (
 type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
-	runs      map[[2]string]*planexec.PlanRecord
+	runs      map[[2]string]*run
 	claims    map[planexec.Key]*claim
+	slab      []claim // claims not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
 }
 
@@ -42,7 +45,7 @@ func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = no
 func New(opts ...Option) *Store {
 	s := &Store{
 		now:       time.Now,
-		runs:      map[[2]string]*planexec.PlanRecord{},
+		runs:      map[[2]string]*run{},
 		claims:    map[planexec.Key]*claim{},
 		decisions: map[[2]string]planexec.Decision{},
 	}
@@ -55,56 +58,82 @@ func New(opts ...Option) *Store {
 	return s
 }
 
+// run is what the store keeps of one run: its record, with Steps left nil,
+// and its steps, carved from slabs as claims are.
+type run struct {
+	rec   planexec.PlanRecord
+	steps map[string]*planexec.StepRecord
+	slab  []planexec.StepRecord // step records not yet handed out
+}
+
 // SavePlan implements planexec.PlanStore.
 func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{rec.Tenant, rec.RunID}
-	c := *rec
-	c.Plan = clonePlan(rec.Plan)
-	if old, ok := s.runs[k]; ok && old.Plan.ID == rec.Plan.ID {
-		c.Steps = old.Steps
-		c.Created = old.Created
+	r, ok := s.runs[k]
+	if ok && r.rec.Plan.ID == rec.Plan.ID {
+		plan, created := r.rec.Plan, r.rec.Created
+		r.rec = *rec
+		r.rec.Created = created
+		// A run saves its plan as it starts and again as it ends: keep the
+		// copy already made when nothing in the plan changed.
+		if r.rec.Plan = plan; !samePlan(plan, rec.Plan) {
+			r.rec.Plan = clonePlan(rec.Plan)
+		}
 	} else {
-		c.Steps = map[string]planexec.StepRecord{}
+		r = &run{rec: *rec, steps: make(map[string]*planexec.StepRecord, len(rec.Plan.Steps))}
+		r.rec.Plan = clonePlan(rec.Plan)
+		r.slab = make([]planexec.StepRecord, len(rec.Plan.Steps))
+		s.runs[k] = r
 	}
-	s.runs[k] = &c
+	r.rec.Steps = nil
 	return nil
 }
 
 // SaveStep implements planexec.PlanStore.
 func (s *Store) SaveStep(_ context.Context, tenant, runID string, step planexec.StepRecord) error {
+	step.Outcome = clone(step.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.saveStep(tenant, runID, step)
-}
-
-// saveStep writes a step record. Callers hold s.mu.
-func (s *Store) saveStep(tenant, runID string, step planexec.StepRecord) error {
-	rec, ok := s.runs[[2]string{tenant, runID}]
+	r, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
 		return planexec.ErrNoRecord
 	}
-	step.Outcome = clone(step.Outcome)
-	rec.Steps[step.StepID] = step
-	if step.Finished.After(rec.Updated) {
-		rec.Updated = step.Finished
-	}
+	r.saveStep(step)
 	return nil
+}
+
+// saveStep writes a step record whose outcome is the store's own copy.
+// Callers hold the store's mu.
+func (r *run) saveStep(step planexec.StepRecord) {
+	p, ok := r.steps[step.StepID]
+	if !ok {
+		if len(r.slab) == 0 {
+			r.slab = make([]planexec.StepRecord, 16)
+		}
+		p, r.slab = &r.slab[0], r.slab[1:]
+		r.steps[step.StepID] = p
+	}
+	*p = step
+	if step.Finished.After(r.rec.Updated) {
+		r.rec.Updated = step.Finished
+	}
 }
 
 // LoadPlan implements planexec.PlanStore.
 func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.runs[[2]string{tenant, runID}]
+	r, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
 		return nil, planexec.ErrNoRecord
 	}
-	c := *rec
-	c.Plan = clonePlan(rec.Plan)
-	c.Steps = make(map[string]planexec.StepRecord, len(rec.Steps))
-	for id, st := range rec.Steps {
+	c := r.rec
+	c.Plan = clonePlan(r.rec.Plan)
+	c.Steps = make(map[string]planexec.StepRecord, len(r.steps))
+	for id, st := range r.steps {
+		st := *st
 		st.Outcome = clone(st.Outcome)
 		c.Steps[id] = st
 	}
@@ -156,7 +185,7 @@ func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Cl
 	now := s.now()
 	c, ok := s.claims[req.Key]
 	if !ok {
-		c = &claim{}
+		c = s.newClaim()
 		s.claims[req.Key] = c
 	} else {
 		switch c.state {
@@ -176,6 +205,18 @@ func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Cl
 	c.state, c.holder, c.expires, c.outcome = planexec.ClaimAcquired, req.Holder, now.Add(req.Lease), nil
 	c.epoch++
 	return planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+}
+
+// newClaim returns a new claim. Claims are never deleted, so they are
+// carved from slabs: one allocation for many steps' claims. Callers hold
+// s.mu.
+func (s *Store) newClaim() *claim {
+	if len(s.slab) == 0 {
+		s.slab = make([]claim, 64)
+	}
+	c := &s.slab[0]
+	s.slab = s.slab[1:]
+	return c
 }
 
 // held returns the claim if epoch still holds it. Callers hold s.mu.
@@ -204,17 +245,19 @@ func (s *Store) Extend(_ context.Context, key planexec.Key, epoch int64, lease t
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+	outcome = clone(outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.complete(key, epoch, outcome)
 }
 
+// complete records outcome, the store's own copy. Callers hold s.mu.
 func (s *Store) complete(key planexec.Key, epoch int64, outcome json.RawMessage) error {
 	c, err := s.held(key, epoch)
 	if err != nil {
 		return err
 	}
-	c.state, c.outcome = planexec.ClaimCompleted, clone(outcome)
+	c.state, c.outcome = planexec.ClaimCompleted, outcome
 	return nil
 }
 
@@ -252,40 +295,53 @@ func (s *Store) Resolve(_ context.Context, key planexec.Key, r planexec.Resoluti
 		return planexec.ErrCompleted
 	}
 	c.epoch++
-	if !r.Applied {
-		c.state = claimFree
-		return nil
+	c.state, c.outcome = claimFree, nil
+	if r.Applied {
+		c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
 	}
-	c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
 	return nil
 }
 
 // CompleteStep implements planexec.StepStore: the claim and the step record
 // are written together or not at all.
 func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
+	// One copy serves the claim and the record: the store hands out
+	// neither without copying it again.
+	same := bytes.Equal(rec.Outcome, outcome) && (rec.Outcome == nil) == (outcome == nil)
+	outcome = clone(outcome)
+	if same {
+		rec.Outcome = outcome
+	} else {
+		rec.Outcome = clone(rec.Outcome)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
+	r, ok := s.runs[[2]string{key.Tenant, runID}]
+	if !ok {
 		return planexec.ErrNoRecord
 	}
 	if err := s.complete(key, epoch, outcome); err != nil {
 		return err
 	}
-	return s.saveStep(key.Tenant, runID, rec)
+	r.saveStep(rec)
+	return nil
 }
 
 // ReleaseStep implements planexec.StepStore: the claim and the step record
 // are written together or not at all.
 func (s *Store) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
+	rec.Outcome = clone(rec.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.runs[[2]string{key.Tenant, runID}]; !ok {
+	r, ok := s.runs[[2]string{key.Tenant, runID}]
+	if !ok {
 		return planexec.ErrNoRecord
 	}
 	if err := s.release(key, epoch, inDoubt); err != nil {
 		return err
 	}
-	return s.saveStep(key.Tenant, runID, rec)
+	r.saveStep(rec)
+	return nil
 }
 
 func clone(b json.RawMessage) json.RawMessage {
@@ -295,12 +351,47 @@ func clone(b json.RawMessage) json.RawMessage {
 	return append(json.RawMessage(nil), b...)
 }
 
+// samePlan reports whether copying b would give a, a copy clonePlan made.
+func samePlan(a, b planexec.Plan) bool {
+	if a.ID != b.ID || a.Goal != b.Goal || a.Revision != b.Revision || len(a.Steps) != len(b.Steps) {
+		return false
+	}
+	for i := range a.Steps {
+		x, y := &a.Steps[i], &b.Steps[i]
+		if x.ID != y.ID || x.Tool != y.Tool || x.Intent != y.Intent ||
+			!bytes.Equal(x.Arguments, y.Arguments) || !slices.Equal(x.DependsOn, y.DependsOn) {
+			return false
+		}
+	}
+	return true
+}
+
+// clonePlan copies p's steps, their arguments and dependencies. The
+// arguments of all steps share one allocation, as do their dependencies;
+// each slice is capped at its own length, so appending to one copies it
+// rather than writing over the next.
 func clonePlan(p planexec.Plan) planexec.Plan {
+	size, deps := 0, 0
+	for _, st := range p.Steps {
+		size += len(st.Arguments)
+		deps += len(st.DependsOn)
+	}
+	args, on := make([]byte, 0, size), make([]string, 0, deps)
 	c := p
 	c.Steps = make([]planexec.Step, len(p.Steps))
 	for i, st := range p.Steps {
-		st.Arguments = clone(st.Arguments)
-		st.DependsOn = append([]string(nil), st.DependsOn...)
+		// Empty arguments and dependencies are kept as nil, as a copy by
+		// append would keep them.
+		a, d := st.Arguments, st.DependsOn
+		st.Arguments, st.DependsOn = nil, nil
+		if len(a) > 0 {
+			args = append(args, a...)
+			st.Arguments = args[len(args)-len(a) : len(args) : len(args)]
+		}
+		if len(d) > 0 {
+			on = append(on, d...)
+			st.DependsOn = on[len(on)-len(d) : len(on) : len(on)]
+		}
 		c.Steps[i] = st
 	}
 	return c
