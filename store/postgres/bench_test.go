@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/storetest"
 )
 
 // What the store costs per executed step: the claim, then the outcome and
@@ -57,4 +58,13 @@ func BenchmarkPostgresBareInsert(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+}
+
+// BenchmarkPostgresConcurrentRuns runs 1,000 five-step runs at once on one
+// executor over a fresh schema.
+func BenchmarkPostgresConcurrentRuns(b *testing.B) {
+	storetest.ConcurrentRuns(b, 1000, func(b *testing.B) planexec.PlanStore {
+		s, _ := newStore(b)
+		return s
+	})
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/sqlite"
+	"github.com/planexec/planexec/storetest"
 )
 
 func reportMicros(b *testing.B) {
@@ -64,4 +66,20 @@ func BenchmarkSQLiteBareInsert(b *testing.B) {
 		}
 	}
 	reportMicros(b)
+}
+
+// BenchmarkSQLiteConcurrentRuns runs 1,000 five-step runs at once on one
+// executor over a fresh file (synchronous=FULL, the default, and NORMAL).
+func BenchmarkSQLiteConcurrentRuns(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []sqlite.Option
+	}{{"full sync", nil}, {"relaxed sync", []sqlite.Option{sqlite.WithRelaxedSync()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			storetest.ConcurrentRuns(b, 1000, func(b *testing.B) planexec.PlanStore {
+				s, _ := openNew(b, c.opts...)
+				return s
+			})
+		})
+	}
 }
