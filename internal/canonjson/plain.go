@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
@@ -17,9 +18,9 @@ import (
 // A struct is plain when every field encoding/json renders is a bool, an
 // integer or a string (named types too), tagged with no option but
 // omitempty, named with letters, digits, '_' and '-' only, and none of its
-// types has a JSON or text marshaler of its own. Anything else (an embedded
-// field, a nested struct, a pointer, a float, a decimal) is Marshal's
-// alone.
+// types has a JSON or text marshaler of its own or is json.Number (which
+// encoding/json writes as a number). Anything else (an embedded field, a
+// nested struct, a pointer, a float, a decimal) is Marshal's alone.
 type Plain struct {
 	fields []plainField // sorted by name: canonical member order
 }
@@ -30,6 +31,8 @@ type plainField struct {
 	kind      reflect.Kind
 	omitEmpty bool
 }
+
+var numberType = reflect.TypeFor[json.Number]()
 
 // PlainFor returns the Plain of struct type t, or nil when t is not plain.
 func PlainFor(t reflect.Type) *Plain {
@@ -87,6 +90,9 @@ func plainName(name string) bool {
 }
 
 func plainType(t reflect.Type) bool {
+	if t == numberType {
+		return false // encoding/json writes a json.Number as a number
+	}
 	switch t.Kind() {
 	case reflect.Bool, reflect.String,
 		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,

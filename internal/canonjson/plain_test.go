@@ -1,6 +1,7 @@
 package canonjson
 
 import (
+	"encoding/json"
 	"math"
 	"reflect"
 	"testing"
@@ -62,13 +63,14 @@ type (
 	withOddName struct {
 		A int `json:"a b"`
 	}
-	withSlice struct{ S []string }
+	withSlice  struct{ S []string }
+	withNumber struct{ N json.Number }
 )
 
 func TestPlainRefusesWhatOnlyMarshalRenders(t *testing.T) {
 	for _, v := range []any{
 		withEmbedded{}, withNested{}, withPointer{}, withFloat{}, withDecimal{}, withTime{}, withText{}, withJSON{},
-		withString{}, withOmitZero{}, withClash{}, withOddName{}, withSlice{}, 42, "s",
+		withString{}, withOmitZero{}, withClash{}, withOddName{}, withSlice{}, withNumber{}, 42, "s",
 	} {
 		if p := PlainFor(reflect.TypeOf(v)); p != nil {
 			t.Errorf("PlainFor(%T) is not nil", v)
