@@ -259,7 +259,7 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", countDone(res), len(v.steps))})
 	} else {
 		res.Complete = true
-		ev(Event{Kind: EventPlanCompleted, Detail: fmt.Sprintf("%d steps", len(v.steps))})
+		ev(Event{Kind: EventPlanCompleted, Detail: strconv.Itoa(len(v.steps)) + " steps"})
 	}
 	// The final status is written even when ctx is done: it is the record of
 	// how the run ended. A run that lost a claim to another holder leaves
