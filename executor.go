@@ -259,7 +259,7 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", countDone(res), len(v.steps))})
 	} else {
 		res.Complete = true
-		ev(Event{Kind: EventPlanCompleted, Detail: fmt.Sprintf("%d steps", len(v.steps))})
+		ev(Event{Kind: EventPlanCompleted, Detail: strconv.Itoa(len(v.steps)) + " steps"})
 	}
 	// The final status is written even when ctx is done: it is the record of
 	// how the run ended. A run that lost a claim to another holder leaves
@@ -329,29 +329,33 @@ type execution struct {
 // it starts has ended when it returns.
 //
 // Steps run on workers that take one step after another for as long as the
-// dispatch lasts; a worker is started only when every worker is busy. A
-// goroutine per step would grow a fresh stack for every step (calling the
-// tool and encoding its outcome go deep), which costs more than the step's
-// own work when tools are quick.
+// dispatch lasts, and keep its books themselves (see schedule): the worker
+// that finishes a step takes the next one without waiting for another
+// goroutine to hand it over, and a worker is started only when a step is
+// ready and every worker is busy. A goroutine per step would grow a fresh
+// stack for every step (calling the tool and encoding its outcome go deep),
+// and a goroutine handing steps out would be woken twice a step: when tools
+// are quick, either costs more than the step's own work.
 func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event) time.Time) error {
 	n := len(v.steps)
-	waiting := make([]int, n)
-	ready := make([]int, 0, n)
+	sc := &schedule{v: v, res: res, finished: finished, bound: r.ex.cfg.Concurrency,
+		waiting: make([]int, n), ready: make([]int, 0, n), over: make(chan struct{})}
+	sc.idle.L = &sc.mu
 	for i := range n {
-		waiting[i] = v.graph.Indegree(i)
+		sc.waiting[i] = v.graph.Indegree(i)
 	}
 	// Steps already on record release their dependents before anything is
 	// queued, so no step is queued twice.
 	for i := range n {
 		if finished[i] {
 			for _, j := range v.graph.Dependents(i) {
-				waiting[j]--
+				sc.waiting[j]--
 			}
 		}
 	}
 	for _, i := range v.order {
-		if !finished[i] && waiting[i] == 0 {
-			ready = append(ready, i)
+		if !finished[i] && sc.waiting[i] == 0 {
+			sc.ready = append(sc.ready, i)
 		}
 	}
 	x := &execution{v: v, clr: clr, ev: ev, ctx: ctx, after: ctx, claims: ctx}
@@ -364,85 +368,164 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			defer stop()
 		}
 	}
-	// jobs holds every step, so the dispatcher never waits to send one and
-	// only ever waits to receive a result: a worker that finds results full
-	// waits only for that. Room for a few results spares workers most waits
-	// without a buffer the size of the plan.
-	jobs := make(chan int, n)
-	results := make(chan stepDone, min(n, r.ex.cfg.Concurrency, 16))
-	var wg sync.WaitGroup
-	defer func() {
-		close(jobs)
-		wg.Wait()
-	}()
-	var errs []error
-	workers, running, stopping, cancelled, notStarted := 0, 0, false, false, false
-	done := ctx.Done()
-	for {
-		for !stopping && running < r.ex.cfg.Concurrency && len(ready) > 0 {
-			i := ready[0]
-			ready = ready[1:]
-			if running == workers {
-				workers++
-				wg.Go(func() {
-					var rn renewer
-					for i := range jobs {
-						r.work(x, i, &rn, results)
-					}
-				})
-			}
-			running++
-			jobs <- i
-		}
-		if running == 0 {
-			break
-		}
-		select {
-		case d := <-results:
-			running--
-			if d.exited {
-				workers--
-			}
-			if d.res.Status != "" {
-				res.Steps[v.steps[d.i].step.ID] = d.res
-			}
-			if d.err != nil {
-				if d.err == errNotStarted {
-					notStarted = true
-				} else {
-					errs = append(errs, d.err)
+	sc.start = func() {
+		sc.workers++
+		sc.wg.Go(func() {
+			var rn renewer // one per worker: its timer is made once
+			for {
+				i, ok := sc.take()
+				if !ok {
+					return
 				}
-				stopping = true
-				continue
+				r.work(x, i, &rn, sc)
 			}
-			finished[d.i] = true
-			for _, j := range v.graph.Dependents(d.i) {
-				waiting[j]--
-				if waiting[j] == 0 && !finished[j] {
-					ready = append(ready, int(j))
-				}
-			}
-		case <-done:
-			done = nil
-			stopping, cancelled = true, true
-			errs = append(errs, context.Cause(ctx))
-		}
+		})
 	}
+	sc.mu.Lock()
+	sc.hand()
+	sc.end()
+	sc.mu.Unlock()
+	select {
+	case <-sc.over:
+	case <-ctx.Done():
+		sc.mu.Lock()
+		if !sc.ended {
+			sc.stopping, sc.cancelled = true, true
+			sc.errs = append(sc.errs, context.Cause(ctx))
+			sc.idle.Broadcast()
+			sc.waiters = 0
+			sc.end()
+		}
+		sc.mu.Unlock()
+		<-sc.over
+	}
+	sc.wg.Wait()
 	// A step that found the run cancelled, or one left waiting, did not run:
 	// the run is not complete, whichever of the step and the cancellation
 	// was seen first.
-	if !cancelled && ctx.Err() != nil && (len(ready) > 0 || notStarted) {
-		errs = append(errs, context.Cause(ctx))
+	if !sc.cancelled && ctx.Err() != nil && (len(sc.ready) > 0 || sc.notStarted) {
+		sc.errs = append(sc.errs, context.Cause(ctx))
 	}
-	return errors.Join(errs...)
+	return errors.Join(sc.errs...)
 }
 
-// work runs step i on a worker and reports it. rn is the worker's.
-func (r *Run) work(x *execution, i int, rn *renewer, results chan<- stepDone) {
-	// Sent from a deferred call so that a tool ending its goroutine
+// schedule is the books of one dispatch, kept by its workers under mu: which
+// steps wait on which, which are ready, what finished and what failed.
+type schedule struct {
+	v     *vplan
+	res   *Result
+	bound int    // Config.Concurrency
+	start func() // starts a worker; callers hold mu
+	wg    sync.WaitGroup
+	over  chan struct{} // closed once no step runs and none will start
+
+	mu       sync.Mutex
+	idle     sync.Cond // workers with no step to take wait on it
+	waiting  []int     // per step, the dependencies that have not finished
+	ready    []int     // steps to take, in order
+	finished []bool
+	running  int // steps taken and not yet reported
+	workers  int // workers alive
+	waiters  int // workers waiting on idle and not yet woken
+	errs     []error
+
+	stopping   bool // a step failed or the run was cancelled: take no more
+	cancelled  bool // the cancellation is in errs
+	notStarted bool // a step found the run cancelled before it started
+	ended      bool // over is closed
+}
+
+// take returns the next step to run, waiting while steps run that may make
+// one ready. ok is false when the worker is no longer needed.
+func (sc *schedule) take() (i int, ok bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for {
+		if sc.stopping || (len(sc.ready) == 0 && sc.running == 0) {
+			sc.workers--
+			return 0, false
+		}
+		if len(sc.ready) > 0 && sc.running < sc.bound {
+			i, sc.ready = sc.ready[0], sc.ready[1:]
+			sc.running++
+			return i, true
+		}
+		sc.waiters++
+		sc.idle.Wait() // whoever wakes it counts it out of waiters
+	}
+}
+
+// report books a step's end and hands out the steps it made ready.
+func (sc *schedule) report(d *stepDone) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.running--
+	if d.exited {
+		sc.workers--
+	}
+	if d.res.Status != "" {
+		sc.res.Steps[sc.v.steps[d.i].step.ID] = d.res
+	}
+	if d.err != nil {
+		if d.err == errNotStarted {
+			sc.notStarted = true
+		} else {
+			sc.errs = append(sc.errs, d.err)
+		}
+		sc.stopping = true
+	} else {
+		sc.finished[d.i] = true
+		for _, j := range sc.v.graph.Dependents(d.i) {
+			sc.waiting[j]--
+			if sc.waiting[j] == 0 && !sc.finished[j] {
+				sc.ready = append(sc.ready, int(j))
+			}
+		}
+	}
+	if sc.end() {
+		return
+	}
+	if sc.stopping {
+		sc.idle.Broadcast()
+		sc.waiters = 0
+		return
+	}
+	sc.hand()
+}
+
+// end closes over, once no step runs and none will start, and reports
+// whether it has. Callers hold mu.
+func (sc *schedule) end() bool {
+	if !sc.ended && sc.running == 0 && (sc.stopping || len(sc.ready) == 0) {
+		sc.ended = true
+		close(sc.over)
+		sc.idle.Broadcast()
+		sc.waiters = 0
+	}
+	return sc.ended
+}
+
+// hand sees that the ready steps the bound lets start are taken: by the
+// workers on their way to take one (the one that just reported among them),
+// then by waiting workers it wakes, then by new ones. Callers hold mu.
+func (sc *schedule) hand() {
+	want := min(len(sc.ready), sc.bound-sc.running)
+	free := sc.workers - sc.running // waiting, or on their way to take
+	for wake := want - (free - sc.waiters); wake > 0 && sc.waiters > 0; wake-- {
+		sc.waiters--
+		sc.idle.Signal()
+	}
+	for ; want > free; want-- {
+		sc.start()
+	}
+}
+
+// work runs step i on a worker and reports it.
+func (r *Run) work(x *execution, i int, rn *renewer, sc *schedule) {
+	// Reported from a deferred call so that a tool ending its goroutine
 	// (runtime.Goexit) still reports, and the worker is known to be gone.
 	d := stepDone{i: i, exited: true}
-	defer func() { results <- d }()
+	defer sc.report(&d)
 	d.res, d.err = r.runStep(x, i, rn, &d)
 	d.exited = false
 }

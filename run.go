@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -151,7 +152,7 @@ func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
 	r.mu.Unlock()
 	if !fromPlan {
 		r.rec.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
-			Detail: fmt.Sprintf("%d steps, validated", len(plan.Steps))})
+			Detail: strconv.Itoa(len(plan.Steps)) + " steps, validated"})
 	}
 	return r.run(ctx, v, nil)
 }
