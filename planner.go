@@ -240,7 +240,7 @@ func (r *Run) Plan(ctx context.Context, planner Planner, task string) (Plan, err
 		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt)
 		if perr == nil {
 			r.mu.Lock()
-			r.planned = [2]any{planID, attempt}
+			r.planned = planRef{planID, attempt}
 			r.mu.Unlock()
 			r.rec.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
 				Model: resp.Model, RequestID: resp.RequestID,

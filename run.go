@@ -31,7 +31,13 @@ type Run struct {
 
 	mu      sync.Mutex
 	usage   llm.Usage
-	planned [2]any // id and revision of the last plan Plan accepted
+	planned planRef // the last plan Plan accepted
+}
+
+// planRef names one revision of a plan.
+type planRef struct {
+	id       string
+	revision int
 }
 
 // RunOption configures a run.
@@ -148,7 +154,7 @@ func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
 		return nil, perr
 	}
 	r.mu.Lock()
-	fromPlan := r.planned == [2]any{plan.ID, plan.Revision}
+	fromPlan := r.planned == planRef{plan.ID, plan.Revision}
 	r.mu.Unlock()
 	if !fromPlan {
 		r.rec.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
