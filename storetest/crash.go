@@ -52,8 +52,10 @@ const (
 	// crashWord starts every line the child speaks to the parent.
 	crashWord = "planexec-storetest-crash"
 	// crashLease is the lease of every claim, in the child and the parent:
-	// short, since after a kill the parent waits it out.
-	crashLease  = 50 * time.Millisecond
+	// short, since after a kill the parent waits it out, but long enough
+	// that a killed child's commit still on its way to a loaded database
+	// lands within it.
+	crashLease  = 200 * time.Millisecond
 	crashTenant = "crash"
 	crashSteps  = 20
 	// crashPatience bounds a child's run and the recovery of one kill point.
