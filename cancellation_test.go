@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -155,11 +156,11 @@ func TestACancelledRunReportsTheCancellationOnceAndOnlyTheStepsThatStarted(t *te
 type cancelClaimStore struct {
 	*memory.Store
 	once  sync.Once
-	first func(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error)
+	first func(ctx context.Context, req store.ClaimRequest) (store.Claim, error)
 }
 
-func (s *cancelClaimStore) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
-	var first func(context.Context, planexec.ClaimRequest) (planexec.Claim, error)
+func (s *cancelClaimStore) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	var first func(context.Context, store.ClaimRequest) (store.Claim, error)
 	s.once.Do(func() { first = s.first })
 	if first != nil {
 		return first(ctx, req)
@@ -172,20 +173,20 @@ func TestACancellationAsAStepIsClaimedLeavesNoClaimTaken(t *testing.T) {
 		name string
 		// claim is the first claim's write; cancel cancels the run; write
 		// is the store's own Claim.
-		claim func(cancel func(), entered chan<- struct{}, release <-chan struct{}, write func() (planexec.Claim, error)) (planexec.Claim, error)
+		claim func(cancel func(), entered chan<- struct{}, release <-chan struct{}, write func() (store.Claim, error)) (store.Claim, error)
 		// cancelFromTest: the test cancels once the claim is entered.
 		cancelFromTest bool
 	}{
 		{
 			name: "cancelled as the claim is written",
-			claim: func(cancel func(), _ chan<- struct{}, _ <-chan struct{}, write func() (planexec.Claim, error)) (planexec.Claim, error) {
+			claim: func(cancel func(), _ chan<- struct{}, _ <-chan struct{}, write func() (store.Claim, error)) (store.Claim, error) {
 				cancel()
 				return write()
 			},
 		},
 		{
 			name: "cancelled while the claim's write waits",
-			claim: func(_ func(), entered chan<- struct{}, release <-chan struct{}, write func() (planexec.Claim, error)) (planexec.Claim, error) {
+			claim: func(_ func(), entered chan<- struct{}, release <-chan struct{}, write func() (store.Claim, error)) (store.Claim, error) {
 				close(entered)
 				<-release
 				return write()
@@ -194,7 +195,7 @@ func TestACancellationAsAStepIsClaimedLeavesNoClaimTaken(t *testing.T) {
 		},
 		{
 			name: "cancelled right after the claim was acquired",
-			claim: func(cancel func(), _ chan<- struct{}, _ <-chan struct{}, write func() (planexec.Claim, error)) (planexec.Claim, error) {
+			claim: func(cancel func(), _ chan<- struct{}, _ <-chan struct{}, write func() (store.Claim, error)) (store.Claim, error) {
 				c, err := write()
 				cancel()
 				return c, err
@@ -206,14 +207,14 @@ func TestACancellationAsAStepIsClaimedLeavesNoClaimTaken(t *testing.T) {
 			defer cancel()
 			const lease = time.Minute
 			clk := planexec.NewFakeClock()
-			store := &cancelClaimStore{Store: memory.New(memory.WithClock(clk.Now))}
+			db := &cancelClaimStore{Store: memory.New(memory.WithClock(clk.Now))}
 			entered, release := make(chan struct{}), make(chan struct{})
-			store.first = func(wctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
-				return tc.claim(cancel, entered, release, func() (planexec.Claim, error) { return store.Store.Claim(wctx, req) })
+			db.first = func(wctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+				return tc.claim(cancel, entered, release, func() (store.Claim, error) { return db.Store.Claim(wctx, req) })
 			}
 			r := &recorder{}
 			plan := iOne(iBooking("b1")) // irreversible: a claim left behind would be in doubt
-			first, _ := newExecutor(t, r, edits(withStore(store), leaseOf(lease)))
+			first, _ := newExecutor(t, r, edits(withStore(db), leaseOf(lease)))
 			done := make(chan cancelOutcome, 1)
 			go func() {
 				res, err := first.Execute(ctx, plan)
@@ -250,7 +251,7 @@ func TestACancellationAsAStepIsClaimedLeavesNoClaimTaken(t *testing.T) {
 			// Long after the lease, the same job on another run: a claim left
 			// behind would be in doubt now.
 			clk.Advance(2 * lease)
-			again, _ := newExecutor(t, r, edits(withStore(store), leaseOf(lease)))
+			again, _ := newExecutor(t, r, edits(withStore(db), leaseOf(lease)))
 			res, err := again.Execute(context.Background(), plan)
 			var ioe *planexec.IndeterminateOutcomeError
 			if errors.As(err, &ioe) {
@@ -273,17 +274,17 @@ func TestAClaimThatLandedThoughTheStoreReportedAnErrorIsGivenBack(t *testing.T) 
 	ctx := context.Background()
 	const lease = time.Minute
 	clk := planexec.NewFakeClock()
-	store := &cancelClaimStore{Store: memory.New(memory.WithClock(clk.Now))}
+	db := &cancelClaimStore{Store: memory.New(memory.WithClock(clk.Now))}
 	lost := errors.New("connection reset after the commit")
-	store.first = func(wctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
-		if c, err := store.Store.Claim(wctx, req); err != nil || c.State != planexec.ClaimAcquired {
+	db.first = func(wctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+		if c, err := db.Store.Claim(wctx, req); err != nil || c.State != store.ClaimAcquired {
 			return c, fmt.Errorf("the test store's claim: %+v, %v", c, err)
 		}
-		return planexec.Claim{}, lost
+		return store.Claim{}, lost
 	}
 	r := &recorder{}
 	plan := iOne(iBooking("b1"))
-	first, _ := newExecutor(t, r, edits(withStore(store), leaseOf(lease)))
+	first, _ := newExecutor(t, r, edits(withStore(db), leaseOf(lease)))
 	res, err := first.Execute(ctx, plan)
 	if !errors.Is(err, lost) {
 		t.Fatalf("err = %v, want the store's error", err)
@@ -296,7 +297,7 @@ func TestAClaimThatLandedThoughTheStoreReportedAnErrorIsGivenBack(t *testing.T) 
 	}
 
 	clk.Advance(2 * lease)
-	again, _ := newExecutor(t, r, edits(withStore(store), leaseOf(lease)))
+	again, _ := newExecutor(t, r, edits(withStore(db), leaseOf(lease)))
 	res, err = again.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("a later run: %v (the claim that landed was not given back)", err)
@@ -315,14 +316,14 @@ func TestARunCancelledBeforeItsOnlyStepRanIsReportedCancelled(t *testing.T) {
 	// result first is among them.
 	for i := range 300 {
 		ctx, cancel := context.WithCancel(context.Background())
-		store := &cancelClaimStore{Store: memory.New()}
-		store.first = func(wctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
-			c, err := store.Store.Claim(wctx, req)
+		db := &cancelClaimStore{Store: memory.New()}
+		db.first = func(wctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+			c, err := db.Store.Claim(wctx, req)
 			cancel()
 			return c, err
 		}
 		r := &recorder{}
-		run, _ := newExecutor(t, r, withStore(store))
+		run, _ := newExecutor(t, r, withStore(db))
 		res, err := run.Execute(ctx, iOne(iBooking("b1")))
 		cancel()
 		if !errors.Is(err, context.Canceled) {
@@ -334,8 +335,8 @@ func TestARunCancelledBeforeItsOnlyStepRanIsReportedCancelled(t *testing.T) {
 		if es := run.Events(); count(es, planexec.EventPlanCompleted) != 0 || findEvent(es, planexec.EventPlanFailed, "") < 0 {
 			t.Fatalf("attempt %d: events %v, want the plan failed, not completed", i, kinds(es))
 		}
-		rec, lerr := store.LoadPlan(context.Background(), "acme", "run-1")
-		if lerr != nil || rec.Status != planexec.PlanFailed {
+		rec, lerr := db.LoadPlan(context.Background(), "acme", "run-1")
+		if lerr != nil || rec.Status != store.PlanFailed {
 			t.Fatalf("attempt %d: stored plan %+v, %v; want it failed", i, rec, lerr)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -23,8 +24,8 @@ type corruptOutcomeStore struct {
 	outcome json.RawMessage
 }
 
-func (s *corruptOutcomeStore) Claim(context.Context, planexec.ClaimRequest) (planexec.Claim, error) {
-	return planexec.Claim{State: planexec.ClaimCompleted, Epoch: 1, Outcome: s.outcome}, nil
+func (s *corruptOutcomeStore) Claim(context.Context, store.ClaimRequest) (store.Claim, error) {
+	return store.Claim{State: store.ClaimCompleted, Epoch: 1, Outcome: s.outcome}, nil
 }
 
 func TestARecordedOutcomeThatIsNotJSONIsACorruptRecordAndNothingIsReplayedOrRun(t *testing.T) {
@@ -42,9 +43,9 @@ func TestARecordedOutcomeThatIsNotJSONIsACorruptRecordAndNothingIsReplayedOrRun(
 			run, _ := newExecutor(t, r, withStore(st))
 			res, err := run.Execute(ctx, tripPlan())
 
-			var se *planexec.StoreError
-			if !errors.As(err, &se) || !errors.Is(err, planexec.ErrCorruptRecord) {
-				t.Fatalf("err = %v, want a *StoreError wrapping ErrCorruptRecord", err)
+			var se *store.Error
+			if !errors.As(err, &se) || !errors.Is(err, store.ErrCorruptRecord) {
+				t.Fatalf("err = %v, want a *store.Error wrapping ErrCorruptRecord", err)
 			}
 			if n := len(r.Calls()); n != 0 {
 				t.Errorf("tools called %d times in place of a damaged record", n)
@@ -93,11 +94,11 @@ func TestAStepRecordOfAnUnknownStatusIsACorruptRecordAndNothingRuns(t *testing.T
 			st := memory.New()
 			plan := tripPlan()
 			plan.ID, plan.Revision = "p1", 1
-			if err := st.SavePlan(ctx, &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: "acme", RunID: "run-1", Plan: plan, Status: planexec.PlanRunning}); err != nil {
+			if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", plan, store.PlanRunning)); err != nil {
 				t.Fatalf("SavePlan: %v", err)
 			}
 			// s1 finished, but its status was damaged on the way to disk.
-			if err := st.SaveStep(ctx, "acme", "run-1", planexec.StepRecord{
+			if err := st.SaveStep(ctx, "acme", "run-1", store.StepRecord{
 				StepID: "s1", PlanID: "p1", Tool: "search_flights", Status: "finished",
 				Outcome: json.RawMessage(`["BA117","VS3"]`), Finished: time.Now(),
 			}); err != nil {
@@ -107,9 +108,9 @@ func TestAStepRecordOfAnUnknownStatusIsACorruptRecordAndNothingRuns(t *testing.T
 			r := &recorder{}
 			run, gate := newExecutor(t, r, withStore(st))
 			res, err := tc.pick(ctx, run)
-			var se *planexec.StoreError
-			if !errors.As(err, &se) || !errors.Is(err, planexec.ErrCorruptRecord) {
-				t.Fatalf("err = %v, want a *StoreError wrapping ErrCorruptRecord", err)
+			var se *store.Error
+			if !errors.As(err, &se) || !errors.Is(err, store.ErrCorruptRecord) {
+				t.Fatalf("err = %v, want a *store.Error wrapping ErrCorruptRecord", err)
 			}
 			if res != nil {
 				t.Errorf("result %+v, want none: nothing ran", res)
@@ -133,6 +134,41 @@ func TestAStepRecordOfAnUnknownStatusIsACorruptRecordAndNothingRuns(t *testing.T
 			}
 			if s1 := rec.Steps["s1"]; s1.Status != "finished" {
 				t.Errorf("s1 on record = %+v, want left as it was found", s1)
+			}
+		})
+	}
+}
+
+// A plan document a store gives back damaged (not a plan, or naming another
+// plan than its record) stops the resume before anything runs or anyone is
+// asked.
+func TestAStoredPlanThatIsNotThePlanOnRecordIsACorruptRecord(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(*store.PlanRecord)
+	}{
+		{"not a plan", func(rec *store.PlanRecord) { rec.Plan = json.RawMessage(`{"steps":"s1"}`) }},
+		{"another plan's", func(rec *store.PlanRecord) { rec.PlanID = "p2" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := memory.New()
+			plan := tripPlan()
+			plan.ID, plan.Revision = "p1", 1
+			rec := storedPlan(t, "acme", "run-1", plan, store.PlanRunning)
+			tc.damage(rec)
+			if err := st.SavePlan(ctx, rec); err != nil {
+				t.Fatalf("SavePlan: %v", err)
+			}
+			r := &recorder{}
+			run, gate := newExecutor(t, r, withStore(st))
+			res, err := run.Resume(ctx)
+			var se *store.Error
+			if !errors.As(err, &se) || !errors.Is(err, store.ErrCorruptRecord) {
+				t.Fatalf("err = %v, want a *store.Error wrapping ErrCorruptRecord", err)
+			}
+			if res != nil || len(r.Calls()) != 0 || len(gate.Asked()) != 0 {
+				t.Errorf("result %+v, %d tool calls, %d people asked: want nothing", res, len(r.Calls()), len(gate.Asked()))
 			}
 		})
 	}

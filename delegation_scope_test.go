@@ -92,11 +92,11 @@ func TestAChildDelegationIsARunOfItsOwn(t *testing.T) {
 
 	// The same search in the child is an effect of its own, not a replay of
 	// the parent's.
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
 	plan := iOne(iSearch("s1", "LHR"))
-	prun, _ := newExecutor(t, r, edits(withStore(store), func(s *setup) { s.Delegation = parent }))
-	crun, _ := newExecutor(t, r, edits(withStore(store), func(s *setup) { s.Delegation = child }))
+	prun, _ := newExecutor(t, r, edits(withStore(db), func(s *setup) { s.Delegation = parent }))
+	crun, _ := newExecutor(t, r, edits(withStore(db), func(s *setup) { s.Delegation = child }))
 	if crun.ID() != child.RunID {
 		t.Errorf("the child's run acts for run %q, want %q", crun.ID(), child.RunID)
 	}

@@ -108,17 +108,17 @@
 //     promising [ErrNotApplied], or its holder vanished; resolve its Key with
 //     Run.Resolve once the real outcome is known.
 //   - [*StepError]: a tool returned an error; it wraps the tool's error.
-//   - [*StoreError]: a store could not do what was asked (the database is
+//   - [*store.Error]: a store could not do what was asked (the database is
 //     down, a record cannot be read). Nothing was recorded as done that was
-//     not done: retry later with Resume. It wraps [ErrNewerRecord] or
-//     [ErrCorruptRecord] when a record is the problem; a damaged record is
-//     never replayed and never read as "not run".
+//     not done: retry later with Resume. It wraps [store.ErrNewerRecord] or
+//     [store.ErrCorruptRecord] when a record is the problem; a damaged record
+//     is never replayed and never read as "not run".
 //   - [ErrNotApplied]: wrap it in a tool's error to promise that the effect did
 //     not happen, so an irreversible step may be tried again.
 //   - [ErrNoRecord]: the store has no record of what was asked.
 //   - [ErrCompleted]: a key already recorded as done cannot be resolved.
-//   - [ErrFenced]: a store refused a write from a holder whose claim was taken
-//     over.
+//   - [store.ErrFenced]: a store refused a write from a holder whose claim
+//     was taken over (another execution of the run has it now).
 //   - [ErrRunBusy], [ErrNoOutcome], [ErrInvalidDecision]: a run asked to
 //     execute twice at once, an outcome read from a step that did not finish,
 //     a decision that cannot be recorded.

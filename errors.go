@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/planexec/planexec/store"
 )
 
 // ErrNotApplied, wrapped in an error a tool returns, promises that the tool's
@@ -22,46 +24,18 @@ var ErrNotApplied = errors.New("planexec: effect not applied")
 
 // ErrNoRecord reports that a store holds no record for the tenant and key or
 // run asked for. One tenant asking for another's run gets this too.
-var ErrNoRecord = errors.New("planexec: no record")
-
-// ErrNewerRecord reports a stored record (or schema) written by a newer
-// version of this package than the one reading it. It is not read, so
-// nothing newer is misunderstood; upgrade the reader.
-var ErrNewerRecord = errors.New("planexec: record written by a newer version")
-
-// ErrCorruptRecord reports a stored record that cannot be decoded.
-var ErrCorruptRecord = errors.New("planexec: corrupt record")
-
-// StoreError reports that a durable store could not do what was asked. Op
-// says what ("claim", "save step", "load plan", "migrate"). Nothing was
-// recorded as done that was not done: when the database is back, Resume
-// finishes the plan.
-type StoreError struct {
-	Store string // "sqlite", "postgres"; "" when the executor found the problem in what a store returned
-	Op    string
-	Err   error
-}
-
-func (e *StoreError) Error() string {
-	if e.Store == "" {
-		return fmt.Sprintf("planexec: store: %s: %v", e.Op, e.Err)
-	}
-	return fmt.Sprintf("planexec: %s store: %s: %v", e.Store, e.Op, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *StoreError) Unwrap() error { return e.Err }
+var ErrNoRecord = store.ErrNoRecord
 
 // ErrCompleted reports an attempt to resolve a key whose effect is already
 // recorded as done: resolving it again could only undo that record and let
 // the effect run twice.
-var ErrCompleted = errors.New("planexec: the effect is already recorded as done")
+var ErrCompleted = store.ErrCompleted
 
 // ErrInFlight reports a step whose key a live holder has in flight: its
 // outcome is about to be known. Wait and try again; do not resolve it.
 // An *IndeterminateOutcomeError for such a step matches it with errors.Is,
 // and so does an attempt to resolve its key.
-var ErrInFlight = errors.New("planexec: in flight with a live holder")
+var ErrInFlight = store.ErrInFlight
 
 // ErrInDoubt reports a step whose effect may or may not have landed: an
 // irreversible tool failed without promising ErrNotApplied, or its holder
@@ -80,10 +54,6 @@ var ErrNoOutcome = errors.New("planexec: the step has no outcome")
 // ErrInvalidDecision reports a decision that cannot be recorded: it names no
 // request, or is neither approved nor denied.
 var ErrInvalidDecision = errors.New("planexec: invalid decision")
-
-// ErrFenced reports a write from a holder whose claim was since taken over (its
-// epoch is stale). The write is refused so it cannot overwrite the newer one.
-var ErrFenced = errors.New("planexec: claim was taken over by another holder")
 
 // Reason says why a plan was refused. A Reason is also an error, so
 // errors.Is(err, planexec.ReasonCycle) tells whether err is a refusal for a

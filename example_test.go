@@ -261,13 +261,13 @@ func ExampleRun_Do() {
 // decides, Decide records it, and Resume, from any process that shares the
 // store, clears the step with it and runs the plan.
 func ExampleRun_Resume() {
-	store := memory.New()
+	db := memory.New()
 	var asked planexec.ApprovalRequest
 	later := planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 		asked = req // shown to the person, say, in a review queue
 		return req.Defer(), nil
 	})
-	ex, err := planexec.NewExecutor(planexec.Config{Tools: exampleTools(nil), Gate: later, Store: store})
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: exampleTools(nil), Gate: later, Store: db})
 	if err != nil {
 		panic(err)
 	}

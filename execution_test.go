@@ -565,12 +565,12 @@ func TestAnIncompleteResultHasNoOutcomeForTheStepsThatDidNotFinish(t *testing.T)
 // ---- what a tool's context says ----
 
 func TestTheIdempotencyKeyReachesTheToolAndIsStable(t *testing.T) {
-	keyOf := func(runID, args string, store bool) (string, bool) {
+	keyOf := func(runID, args string, db bool) (string, bool) {
 		t.Helper()
 		r := &recorder{}
 		run, _ := newExecutor(t, r, func(c *setup) {
 			c.Delegation.RunID = runID
-			if store {
+			if db {
 				c.Store = memory.New()
 			}
 		})

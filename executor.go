@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec/store"
 )
 
 // Config builds an Executor. Every field but Tools is optional.
@@ -75,7 +77,7 @@ type Executor struct {
 	plans     PlanStore
 	claims    IdempotencyStore
 	approvals ApprovalStore
-	steps     StepStore // a step's claim and record in one transaction
+	steps     store.StepStore // a step's claim and record in one transaction
 
 	executions atomic.Uint64 // numbers executions, to name their holders
 }
@@ -126,7 +128,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		ex.plans = cfg.Store
 		ex.claims, _ = cfg.Store.(IdempotencyStore)
 		ex.approvals, _ = cfg.Store.(ApprovalStore)
-		ex.steps, _ = cfg.Store.(StepStore)
+		ex.steps, _ = cfg.Store.(store.StepStore)
 	}
 	if ex.approvals == nil {
 		ex.approvals = &decisions{}
@@ -189,7 +191,7 @@ func (r *Result) Outcome(step string, v any) error {
 }
 
 // run clears and executes v; done holds the steps already on record.
-func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*Result, error) {
+func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecord) (*Result, error) {
 	d := &r.d
 	ev := func(e Event) time.Time {
 		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
@@ -227,7 +229,7 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 			// A status this package never writes: the row is damaged, and
 			// reading it as "not run" could run a finished step again.
 			ev(Event{Kind: EventPlanFailed, Detail: "a step record is damaged; nothing ran"})
-			return nil, &StoreError{Op: "load step " + quote(s.step.ID), Err: fmt.Errorf("unknown step status %s: %w", quote(string(rec.Status)), ErrCorruptRecord)}
+			return nil, &store.Error{Op: "load step " + quote(s.step.ID), Err: fmt.Errorf("unknown step status %s: %w", quote(string(rec.Status)), store.ErrCorruptRecord)}
 		}
 	}
 	// An expired delegation is refused before any person is asked to clear
@@ -239,7 +241,7 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 	clr, err := r.clear(ctx, v, finished, spent, ev)
 	var pending *ApprovalPendingError
 	if errors.As(err, &pending) {
-		if serr := r.savePlan(ctx, v, PlanAwaitingApproval); serr != nil {
+		if serr := r.savePlan(ctx, v, store.PlanAwaitingApproval); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
 		pending.Stored = r.ex.plans != nil
@@ -249,13 +251,13 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 		ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
 		return nil, err
 	}
-	if err := r.savePlan(ctx, v, PlanRunning); err != nil {
+	if err := r.savePlan(ctx, v, store.PlanRunning); err != nil {
 		return nil, err
 	}
 	err = r.dispatch(ctx, v, finished, clr, res, ev)
-	status := PlanCompleted
+	status := store.PlanCompleted
 	if err != nil {
-		status = PlanFailed
+		status = store.PlanFailed
 		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", countDone(res), len(v.steps))})
 	} else {
 		res.Complete = true
@@ -264,7 +266,7 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]StepRecord) (*R
 	// The final status is written even when ctx is done: it is the record of
 	// how the run ended. A run that lost a claim to another holder leaves
 	// the status to that holder.
-	if !errors.Is(err, ErrFenced) {
+	if !errors.Is(err, store.ErrFenced) {
 		if serr := r.savePlan(context.WithoutCancel(ctx), v, status); serr != nil {
 			err = errors.Join(err, serr)
 		}
@@ -282,13 +284,18 @@ func countDone(res *Result) int {
 	return n
 }
 
-func (r *Run) savePlan(ctx context.Context, v *vplan, status PlanStatus) error {
+func (r *Run) savePlan(ctx context.Context, v *vplan, status store.PlanStatus) error {
 	if r.ex.plans == nil {
 		return nil
 	}
 	now := r.ex.cfg.Now()
 	d := &r.d
-	err := r.ex.plans.SavePlan(ctx, &PlanRecord{Version: PlanRecordVersion, Tenant: d.Tenant, RunID: d.RunID, Plan: v.plan, Status: status, Created: now, Updated: now})
+	doc, err := v.document()
+	if err != nil {
+		return fmt.Errorf("planexec: encoding the plan of run %s: %w", quote(d.RunID), err)
+	}
+	err = r.ex.plans.SavePlan(ctx, &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
+		PlanID: v.plan.ID, Plan: doc, Status: status, Created: now, Updated: now})
 	if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
@@ -554,20 +561,20 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		return StepResult{}, err
 	}
 
-	store := r.ex.claims
+	claims := r.ex.claims
 	var epoch int64
-	if store != nil {
-		req := ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible}
+	if claims != nil {
+		req := store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible}
 		c, err := r.claim(x, req)
 		if err != nil {
 			return StepResult{}, fmt.Errorf("planexec: claiming step %s: %w", quote(id), err)
 		}
 		switch c.State {
-		case ClaimCompleted:
+		case store.ClaimCompleted:
 			if !json.Valid(c.Outcome) {
 				// Never replay what cannot be what the tool returned.
 				ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "the recorded outcome is damaged; not run twice"})
-				return StepResult{}, &StoreError{Op: "claim step " + quote(id), Err: fmt.Errorf("the recorded outcome is not JSON: %w", ErrCorruptRecord)}
+				return StepResult{}, &store.Error{Op: "claim step " + quote(id), Err: fmt.Errorf("the recorded outcome is not JSON: %w", store.ErrCorruptRecord)}
 			}
 			res.Status, res.Outcome, res.Replayed = StepDone, c.Outcome, true
 			if err := r.saveStep(ctx, v, id, res, clr, ""); err != nil {
@@ -575,27 +582,27 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 			}
 			ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Replayed: true, Approver: res.ApprovedBy, Grant: res.Grant})
 			return res, nil
-		case ClaimHeld, ClaimInDoubt:
-			err := &IndeterminateOutcomeError{RunID: d.RunID, Step: id, Tool: tool, Key: s.key, Holder: c.Holder, InDoubt: c.State == ClaimInDoubt, LeaseExpires: c.LeaseExpires}
+		case store.ClaimHeld, store.ClaimInDoubt:
+			err := &IndeterminateOutcomeError{RunID: d.RunID, Step: id, Tool: tool, Key: s.key, Holder: c.Holder, InDoubt: c.State == store.ClaimInDoubt, LeaseExpires: c.LeaseExpires}
 			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "outcome indeterminate; not run twice"})
 			return StepResult{}, err
-		case ClaimAcquired:
+		case store.ClaimAcquired:
 			epoch = c.Epoch
 		default:
-			return StepResult{}, &StoreError{Op: "claim step " + quote(id), Err: fmt.Errorf("unknown claim state %d: %w", c.State, ErrCorruptRecord)}
+			return StepResult{}, &store.Error{Op: "claim step " + quote(id), Err: fmt.Errorf("unknown claim state %d: %w", c.State, store.ErrCorruptRecord)}
 		}
 		// The tool has not been called: a run cancelled now gives the key
 		// back, so the step is not left in doubt for an effect that never
 		// started.
 		if ctx.Err() != nil {
-			_ = store.Release(x.after, s.key, epoch, false)
+			_ = claims.Release(x.after, s.key, epoch, false)
 			return StepResult{}, errNotStarted
 		}
 	}
 	if clr.grant != nil {
 		if err := r.ex.cfg.Ladder.commit(r.ex.cfg.Now(), clr.grant, clr.amount); err != nil {
-			if store != nil {
-				_ = store.Release(x.after, s.key, epoch, false)
+			if claims != nil {
+				_ = claims.Release(x.after, s.key, epoch, false)
 			}
 			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant.ID, Detail: err.Error()})
 			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error(), AtDispatch: true}
@@ -623,14 +630,14 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		return r.failed(rctx, v, s, clr, res, epoch, elapsed, err)
 	}
 	res.Status, res.Outcome = StepDone, outcome
-	if store != nil {
+	if claims != nil {
 		var err error
 		if r.ex.steps != nil {
 			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, "", end))
 		} else {
-			err = store.Complete(rctx, s.key, epoch, outcome)
+			err = claims.Complete(rctx, s.key, epoch, outcome)
 		}
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, store.ErrFenced) {
 			// Another holder took the step over and owns its record now:
 			// write nothing over it.
 			ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Duration: elapsed, Detail: "claim taken over by another holder; its record stands"})
@@ -695,19 +702,19 @@ func claimContext(ctx context.Context, lease time.Duration) (claims context.Cont
 // an irreversible step would find in doubt after the lease. If the store
 // fails, the claim may still have landed; it is looked up once and given back
 // if it is this execution's.
-func (r *Run) claim(x *execution, req ClaimRequest) (Claim, error) {
-	store, lease := r.ex.claims, r.ex.cfg.Lease
-	c, err := store.Claim(x.claims, req)
+func (r *Run) claim(x *execution, req store.ClaimRequest) (store.Claim, error) {
+	claims, lease := r.ex.claims, r.ex.cfg.Lease
+	c, err := claims.Claim(x.claims, req)
 	if err == nil {
 		return c, nil
 	}
 	lctx, done := context.WithTimeout(x.after, lease)
 	defer done()
-	if again, aerr := store.Claim(lctx, req); aerr == nil &&
-		(again.State == ClaimAcquired || (again.State == ClaimHeld && again.Holder == req.Holder)) {
-		_ = store.Release(lctx, req.Key, again.Epoch, false)
+	if again, aerr := claims.Claim(lctx, req); aerr == nil &&
+		(again.State == store.ClaimAcquired || (again.State == store.ClaimHeld && again.Holder == req.Holder)) {
+		_ = claims.Release(lctx, req.Key, again.Epoch, false)
 	}
-	return Claim{}, err
+	return store.Claim{}, err
 }
 
 // errToolExited is the failure of a tool that ended its goroutine without
@@ -725,15 +732,15 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 		res.Status = StepInDoubt
 	}
 	var serr error
-	switch store := r.ex.claims; {
+	switch claims := r.ex.claims; {
 	case r.ex.steps != nil:
 		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error(), r.ex.cfg.Now())); serr != nil {
 			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
 		}
-	case store != nil:
+	case claims != nil:
 		// Release first: a holder whose claim was taken over writes no
 		// record over the new holder's.
-		if serr = store.Release(ctx, s.key, epoch, inDoubt); !errors.Is(serr, ErrFenced) {
+		if serr = claims.Release(ctx, s.key, epoch, inDoubt); !errors.Is(serr, store.ErrFenced) {
 			serr = errors.Join(serr, r.saveStep(ctx, v, id, res, clr, err.Error()))
 		}
 	default:
@@ -795,12 +802,12 @@ func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome js
 	defer cancel(nil)
 	tc := &toolContext{Context: tctx, step: stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User,
 		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}}
-	if store := r.ex.claims; store != nil {
+	if claims := r.ex.claims; claims != nil {
 		tc.step.key = s.key.Digest
 		// Renewal goes on while the tool runs even if the caller's ctx is
 		// cancelled (the tool may not stop at once); losing the claim to
 		// another holder cancels the tool.
-		rn.start(x.after, store, s.key, epoch, r.ex.cfg.Lease, s.step.ID, cancel)
+		rn.start(x.after, claims, s.key, epoch, r.ex.cfg.Lease, s.step.ID, cancel)
 		defer rn.stop()
 	}
 	defer func() {
@@ -820,8 +827,8 @@ func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome js
 
 // stepRecord is what the plan store keeps of a step that finished at
 // finished.
-func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string, finished time.Time) StepRecord {
-	rec := StepRecord{
+func (r *Run) stepRecord(v *vplan, id string, sr StepResult, clr clearance, errText string, finished time.Time) store.StepRecord {
+	rec := store.StepRecord{
 		StepID: id, PlanID: v.plan.ID, Tool: sr.Tool, Status: sr.Status, Outcome: sr.Outcome, Replayed: sr.Replayed,
 		Key: sr.Key.Digest, ApprovedBy: sr.ApprovedBy, Error: errText, Finished: finished,
 	}

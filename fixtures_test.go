@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // The trip of the seed: search flights, then book one (irreversible).
@@ -332,4 +333,24 @@ func mustContract[T any](name string, opts ...planexec.ContractOption) *planexec
 		panic(err)
 	}
 	return c
+}
+
+// storedPlan is a plan record holding p as a store would: its document.
+func storedPlan(t testing.TB, tenant, run string, p planexec.Plan, status store.PlanStatus) *store.PlanRecord {
+	t.Helper()
+	doc, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: doc, Status: status}
+}
+
+// planOf decodes the plan a record holds.
+func planOf(t testing.TB, rec *store.PlanRecord) planexec.Plan {
+	t.Helper()
+	var p planexec.Plan
+	if err := json.Unmarshal(rec.Plan, &p); err != nil {
+		t.Fatalf("the record's plan is not a plan document: %v", err)
+	}
+	return p
 }

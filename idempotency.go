@@ -7,68 +7,19 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/planexec/planexec/store"
 )
 
 // Key identifies one effect: the digest of the canonical JSON of the tenant,
 // run, tool and validated arguments (or only the contract's key arguments).
-type Key struct {
-	Tenant string
-	Digest string
-}
+// An *IndeterminateOutcomeError names the key of a step in doubt, to resolve
+// it by.
+type Key = store.Key
 
-func (k Key) String() string { return k.Digest }
-
-// ClaimState is what a claim found.
-type ClaimState int
-
-// Claim states.
-const (
-	// ClaimAcquired: the caller holds the key under Epoch and may run the step.
-	ClaimAcquired ClaimState = iota + 1
-	// ClaimCompleted: the effect is recorded; Outcome is what it returned.
-	ClaimCompleted
-	// ClaimHeld: another holder has the key in flight until LeaseExpires.
-	ClaimHeld
-	// ClaimInDoubt: a holder failed (or vanished) in a way that may have left
-	// the effect applied; nobody may run it until it is resolved.
-	ClaimInDoubt
-)
-
-// ClaimRequest asks for a key.
-type ClaimRequest struct {
-	Key    Key
-	RunID  string
-	StepID string
-	Tool   string
-	// Holder names the process or executor claiming (for diagnostics).
-	Holder string
-	// Lease is how long the claim holds without being extended.
-	Lease time.Duration
-	// TakeOver allows taking a key whose holder's lease expired. The
-	// executor sets it for reversible steps only: for an irreversible step an
-	// expired lease is in doubt (ClaimInDoubt).
-	TakeOver bool
-}
-
-// Claim is a store's answer to a ClaimRequest.
-type Claim struct {
-	State ClaimState
-	// Epoch fences the holder's later writes: each acquisition of a key gets
-	// a higher epoch, and writes under an older one fail with ErrFenced.
-	Epoch        int64
-	Outcome      json.RawMessage
-	Holder       string
-	LeaseExpires time.Time
-}
-
-// Resolution settles a key in doubt, once someone knows what happened.
-type Resolution struct {
-	// Applied says the effect happened; Outcome is then recorded as its
-	// result and the step replays it. When false the key is freed and the
-	// step may run again.
-	Applied bool
-	Outcome json.RawMessage
-}
+// Resolution settles a key in doubt, once someone knows what happened: see
+// Run.Resolve.
+type Resolution = store.Resolution
 
 // IdempotencyStore keeps one claim per key, so no effect is done twice. A
 // claim has a holder, a lease and an epoch (a fencing token): a holder that
@@ -76,11 +27,11 @@ type Resolution struct {
 // write from a holder whose claim was taken over is refused.
 type IdempotencyStore interface {
 	// Claim takes the key, or reports who has it or what it returned.
-	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
-	// Extend renews the holder's lease while its tool runs. ErrFenced if
+	Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error)
+	// Extend renews the holder's lease while its tool runs. store.ErrFenced if
 	// the claim was taken over.
 	Extend(ctx context.Context, key Key, epoch int64, lease time.Duration) error
-	// Complete records the outcome; later claims get ClaimCompleted.
+	// Complete records the outcome; later claims get store.ClaimCompleted.
 	// ErrFenced if the claim was taken over.
 	Complete(ctx context.Context, key Key, epoch int64, outcome json.RawMessage) error
 	// Release gives the key up after a failure: freed when the effect did
@@ -105,7 +56,7 @@ type renewer struct {
 
 	// The claim being renewed, set by start.
 	ctx    context.Context // renewals run under it, each bounded by a third of a lease
-	store  IdempotencyStore
+	claims IdempotencyStore
 	key    Key
 	epoch  int64
 	lease  time.Duration
@@ -116,10 +67,10 @@ type renewer struct {
 }
 
 // start renews the claim of step's key under epoch until stop.
-func (r *renewer) start(ctx context.Context, store IdempotencyStore, key Key, epoch int64, lease time.Duration, step string, lost context.CancelCauseFunc) {
+func (r *renewer) start(ctx context.Context, claims IdempotencyStore, key Key, epoch int64, lease time.Duration, step string, lost context.CancelCauseFunc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ctx, r.store, r.key, r.epoch, r.lease, r.step, r.lost, r.active = ctx, store, key, epoch, lease, step, lost, true
+	r.ctx, r.claims, r.key, r.epoch, r.lease, r.step, r.lost, r.active = ctx, claims, key, epoch, lease, step, lost, true
 	r.wg.Add(1)
 	if r.t == nil {
 		r.t = time.AfterFunc(lease/3, r.extend)
@@ -140,17 +91,17 @@ func (r *renewer) extend() {
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, r.lease/3)
 	r.cancel = cancel
-	store, key, epoch, lease, step, lost := r.store, r.key, r.epoch, r.lease, r.step, r.lost
+	claims, key, epoch, lease, step, lost := r.claims, r.key, r.epoch, r.lease, r.step, r.lost
 	r.mu.Unlock()
-	err := store.Extend(ctx, key, epoch, lease)
+	err := claims.Extend(ctx, key, epoch, lease)
 	cancel()
-	if errors.Is(err, ErrFenced) {
+	if errors.Is(err, store.ErrFenced) {
 		lost(fmt.Errorf("planexec: step %s lost its claim to another holder: %w", quote(step), err))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cancel = nil
-	if r.active && !errors.Is(err, ErrFenced) {
+	if r.active && !errors.Is(err, store.ErrFenced) {
 		r.wg.Add(1)
 		r.t.Reset(lease / 3)
 	}
@@ -171,5 +122,5 @@ func (r *renewer) stop() {
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ctx, r.store, r.lost = nil, nil, nil
+	r.ctx, r.claims, r.lost = nil, nil, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -282,9 +283,9 @@ func TestTwoStepsWithOneEffectAreRefusedBeforeAnythingRuns(t *testing.T) {
 
 func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
-	first, _ := newExecutor(t, r, withStore(store))
+	first, _ := newExecutor(t, r, withStore(db))
 	want, err := first.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("first Execute: %v", err)
@@ -293,7 +294,7 @@ func TestARepeatedStepReturnsTheRecordedOutcomeWithoutCallingTheTool(t *testing.
 		t.Fatalf("first run: want both tools called, got %v", got)
 	}
 
-	second, _ := newExecutor(t, r, withStore(store))
+	second, _ := newExecutor(t, r, withStore(db))
 	res, err := second.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("second Execute: %v", err)
@@ -336,14 +337,14 @@ func TestAKeyClaimedElsewhereIsInFlightAndTheToolIsNotCalled(t *testing.T) {
 	plan := iOne(iSearch("s1", "LHR"))
 	key := iLearnKey(t, plan.Steps[0])
 
-	store := memory.New()
-	held, err := store.Claim(ctx, planexec.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "search_flights", Holder: "replica-7", Lease: time.Hour})
-	if err != nil || held.State != planexec.ClaimAcquired {
+	db := memory.New()
+	held, err := db.Claim(ctx, store.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "search_flights", Holder: "replica-7", Lease: time.Hour})
+	if err != nil || held.State != store.ClaimAcquired {
 		t.Fatalf("pre-claim: %+v, %v", held, err)
 	}
 
 	r := &recorder{}
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	res, err := run.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
@@ -374,7 +375,7 @@ func TestAKeyClaimedElsewhereIsInFlightAndTheToolIsNotCalled(t *testing.T) {
 
 func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	gate := newHoldFirst()
 	defer gate.open()
 	r := &recorder{fail: func(tool string, _ any) error {
@@ -383,7 +384,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}}
 	plan := iOne(iSearch("s1", "LHR"))
 
-	first, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-a")))
+	first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a")))
 	type outcome struct {
 		res *planexec.Result
 		err error
@@ -395,7 +396,7 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}()
 	<-gate.entered
 
-	second, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-b")))
+	second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b")))
 	_, err := second.Execute(ctx, plan)
 	gate.open()
 	got := <-done
@@ -422,12 +423,12 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 
 func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	boom := errors.New("search backend unavailable")
 	r := &recorder{fail: func(tool string, _ any) error { return boom }}
 	plan := iOne(iSearch("s1", "LHR"))
 
-	first, _ := newExecutor(t, r, withStore(store))
+	first, _ := newExecutor(t, r, withStore(db))
 	res, err := first.Execute(ctx, plan)
 	var se *planexec.StepError
 	if !errors.As(err, &se) || !errors.Is(err, boom) || se.Step != "s1" {
@@ -441,7 +442,7 @@ func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testin
 	}
 
 	iSetFail(r, nil)
-	second, _ := newExecutor(t, r, withStore(store))
+	second, _ := newExecutor(t, r, withStore(db))
 	res, err = second.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
@@ -456,11 +457,11 @@ func TestAFailedReversibleStepFreesItsKeySoTheNextRunCallsTheToolAgain(t *testin
 
 func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{fail: func(tool string, _ any) error { return errors.New("gateway timeout") }}
 	plan := iOne(iBooking("b1"))
 
-	first, _ := newExecutor(t, r, withStore(store))
+	first, _ := newExecutor(t, r, withStore(db))
 	res, err := first.Execute(ctx, plan)
 	var se *planexec.StepError
 	if !errors.As(err, &se) {
@@ -472,7 +473,7 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 	seen := r.Calls()[0].Key
 
 	iSetFail(r, nil)
-	second, _ := newExecutor(t, r, withStore(store))
+	second, _ := newExecutor(t, r, withStore(db))
 	_, err = second.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
@@ -491,13 +492,13 @@ func TestAFailedIrreversibleStepLeavesItsKeyInDoubtAndIsNotCalledAgain(t *testin
 
 func TestAnIrreversibleFailureThatWrapsErrNotAppliedFreesItsKey(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{fail: func(tool string, _ any) error {
 		return fmt.Errorf("card declined before the request was sent: %w", planexec.ErrNotApplied)
 	}}
 	plan := iOne(iBooking("b1"))
 
-	first, _ := newExecutor(t, r, withStore(store))
+	first, _ := newExecutor(t, r, withStore(db))
 	res, err := first.Execute(ctx, plan)
 	if !errors.Is(err, planexec.ErrNotApplied) || errors.Is(err, planexec.ErrInDoubt) {
 		t.Fatalf("first run: want an error wrapping ErrNotApplied, not in doubt; got %v", err)
@@ -507,7 +508,7 @@ func TestAnIrreversibleFailureThatWrapsErrNotAppliedFreesItsKey(t *testing.T) {
 	}
 
 	iSetFail(r, nil)
-	second, _ := newExecutor(t, r, withStore(store))
+	second, _ := newExecutor(t, r, withStore(db))
 	res, err = second.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("second run: %v", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -36,9 +37,9 @@ func newLeaseStore() *leaseStore {
 	return &leaseStore{Store: memory.New(memory.WithClock(clk.Now)), clk: clk, renewed: make(chan time.Time, 1)}
 }
 
-func (s *leaseStore) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+func (s *leaseStore) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	if err := ctx.Err(); err != nil {
-		return planexec.Claim{}, err
+		return store.Claim{}, err
 	}
 	return s.Store.Claim(ctx, req)
 }
@@ -65,14 +66,14 @@ func (s *leaseStore) Extend(ctx context.Context, key planexec.Key, epoch int64, 
 	}
 }
 
-func (s *leaseStore) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
+func (s *leaseStore) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return s.Store.CompleteStep(ctx, key, epoch, outcome, runID, rec)
 }
 
-func (s *leaseStore) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
+func (s *leaseStore) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -112,7 +113,7 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const lease = 30 * time.Millisecond
-			store := newLeaseStore()
+			db := newLeaseStore()
 			hold := newHoldFirst()
 			defer hold.open()
 			// The tool does not watch its context: it finishes its work
@@ -126,7 +127,7 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			first, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-a"), leaseOf(lease)))
+			first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a"), leaseOf(lease)))
 			done := make(chan error, 1)
 			go func() {
 				_, err := first.Execute(ctx, plan)
@@ -140,12 +141,12 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 			// each followed by a renewal: the claim outlives its first lease
 			// more than twice over only if it is renewed.
 			for range 3 {
-				store.clk.Advance(lease * 9 / 10)
-				store.awaitRenewal(t, store.clk.Now())
+				db.clk.Advance(lease * 9 / 10)
+				db.awaitRenewal(t, db.clk.Now())
 			}
-			store.clk.Advance(lease * 9 / 10)
+			db.clk.Advance(lease * 9 / 10)
 
-			second, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-b"), leaseOf(lease)))
+			second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b"), leaseOf(lease)))
 			_, err := second.Execute(context.Background(), plan)
 			hold.open()
 			ferr := <-done
@@ -165,7 +166,7 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 				t.Errorf("first executor: %v", ferr)
 			}
 			// The first holder's outcome is recorded, cancelled or not.
-			third, _ := newExecutor(t, r, withStore(store))
+			third, _ := newExecutor(t, r, withStore(db))
 			res, err := third.Execute(context.Background(), plan)
 			if err != nil || !res.Steps["s1"].Replayed {
 				t.Errorf("a later run: %+v, %v; want s1 replayed from the first holder's record", res, err)
@@ -192,17 +193,17 @@ func (s *leaseHungStore) Extend(ctx context.Context, _ planexec.Key, _ int64, _ 
 }
 
 func TestAHungLeaseRenewalDoesNotHoldTheStep(t *testing.T) {
-	store := &leaseHungStore{Store: memory.New(), extending: make(chan struct{})}
+	db := &leaseHungStore{Store: memory.New(), extending: make(chan struct{})}
 	// The tool returns once a renewal is hanging in the store.
 	r := &recorder{fail: func(string, any) error {
 		select {
-		case <-store.extending:
+		case <-db.extending:
 			return nil
 		case <-time.After(patience):
 			return errors.New("the lease was never renewed")
 		}
 	}}
-	run, _ := newExecutor(t, r, edits(withStore(store), leaseOf(30*time.Millisecond)))
+	run, _ := newExecutor(t, r, edits(withStore(db), leaseOf(30*time.Millisecond)))
 	out := cancelWithin(t, "Execute with a hung renewal", func() (*planexec.Result, error) {
 		return run.Execute(context.Background(), iOne(iSearch("s1", "LHR")))
 	})
@@ -231,15 +232,15 @@ func TestAnExpiredClaimIsTakenOverForAReversibleStepButLeftInDoubtForAnIrreversi
 			ctx := context.Background()
 			key := iLearnKey(t, tc.step)
 			clk := planexec.NewFakeClock()
-			store := memory.New(memory.WithClock(clk.Now))
-			crashed, err := store.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "crashed-replica", Lease: time.Second})
-			if err != nil || crashed.State != planexec.ClaimAcquired {
+			db := memory.New(memory.WithClock(clk.Now))
+			crashed, err := db.Claim(ctx, store.ClaimRequest{Key: key, Holder: "crashed-replica", Lease: time.Second})
+			if err != nil || crashed.State != store.ClaimAcquired {
 				t.Fatalf("pre-claim: %+v, %v", crashed, err)
 			}
 			clk.Advance(2 * time.Second)
 
 			r := &recorder{}
-			run, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-b")))
+			run, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b")))
 			res, err := run.Execute(ctx, iOne(tc.step))
 			if !tc.inDoubt {
 				if err != nil {
@@ -263,8 +264,8 @@ func TestAnExpiredClaimIsTakenOverForAReversibleStepButLeftInDoubtForAnIrreversi
 
 func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		store func(*memory.Store) planexec.PlanStore
+		name string
+		db   func(*memory.Store) planexec.PlanStore
 	}{
 		{"claim and record in one transaction", func(m *memory.Store) planexec.PlanStore { return m }},
 		{"claim and record written apart", func(m *memory.Store) planexec.PlanStore { return storeApart{m, m} }},
@@ -273,7 +274,7 @@ func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *te
 			ctx := context.Background()
 			clock := planexec.NewFakeClock()
 			mem := memory.New(memory.WithClock(clock.Now))
-			st := tc.store(mem)
+			st := tc.db(mem)
 			hold := newHoldFirst()
 			defer hold.open()
 			r := &recorder{}
@@ -315,14 +316,14 @@ func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *te
 			case <-time.After(patience):
 				t.Fatal("the first holder never returned")
 			}
-			if !errors.Is(err, planexec.ErrFenced) {
+			if !errors.Is(err, store.ErrFenced) {
 				t.Errorf("the late holder's error = %v, want ErrFenced", err)
 			}
 			rec, lerr := mem.LoadPlan(ctx, "acme", "run-1")
 			if lerr != nil {
 				t.Fatal(lerr)
 			}
-			if rec.Status != planexec.PlanCompleted || rec.Steps["s1"].Status != planexec.StepDone || string(rec.Steps["s1"].Outcome) != `["FAST"]` {
+			if rec.Status != store.PlanCompleted || rec.Steps["s1"].Status != planexec.StepDone || string(rec.Steps["s1"].Outcome) != `["FAST"]` {
 				t.Errorf("after the late holder returned: plan %s, step %+v; want the new holder's: completed, done with [\"FAST\"]", rec.Status, rec.Steps["s1"])
 			}
 			third, _ := newExecutor(t, r, edits(withStore(st), slowSearch))

@@ -29,14 +29,14 @@ func (misbehavingTicket) MarshalJSON() ([]byte, error) { panic("the ticket print
 
 func TestAnOutcomeThatPanicsWhenRenderedIsAStepErrorAndLeavesAnIrreversibleKeyInDoubt(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	var issued atomic.Int32
 	withTicket := func(s *setup) {
 		s.Tools = append(s.Tools, planexec.MustTool("issue_ticket", "Issue a ticket.", func(ctx context.Context, a misbehavingTicketArgs) (misbehavingTicket, error) {
 			issued.Add(1)
 			return misbehavingTicket{PNR: "PNR-" + a.Flight}, nil
 		}, planexec.Irreversible()))
-		s.Store = store
+		s.Store = db
 	}
 	plan := iOne(step("t1", "issue_ticket", `{"flight":"BA117"}`))
 

@@ -11,7 +11,9 @@ import (
 
 	"github.com/planexec/planexec/internal/canonjson"
 	"github.com/planexec/planexec/internal/dag"
+	"github.com/planexec/planexec/internal/rawjson"
 	"github.com/planexec/planexec/internal/strictjson"
+	"github.com/planexec/planexec/store"
 )
 
 // Plan is what a planner writes: a goal and the steps that reach it. It names
@@ -149,9 +151,46 @@ func violations(vs []strictjson.Violation) []Violation {
 type vplan struct {
 	holder string // names the execution in its claims
 	plan   Plan
+	doc    []byte // the plan's document as stored, once encoded: see document
 	steps  []vstep
 	graph  *dag.Graph
 	order  []int
+}
+
+// document returns the plan's JSON document as a store keeps it
+// (store.PlanRecord.Plan): encoding/json's, without HTML escaping, with each
+// step's arguments byte for byte as the planner wrote them. It is encoded
+// once, for every save of the plan.
+func (v *vplan) document() ([]byte, error) {
+	if v.doc != nil {
+		return v.doc, nil
+	}
+	args := make([]json.RawMessage, len(v.plan.Steps))
+	for i, s := range v.plan.Steps {
+		args[i] = s.Arguments
+	}
+	doc, err := rawjson.Marshal(&v.plan, planArguments, args)
+	if err != nil {
+		return nil, err
+	}
+	v.doc = doc
+	return doc, nil
+}
+
+// planArguments leads from a plan's document to each step's arguments.
+var planArguments = []string{"steps", rawjson.Each, "arguments"}
+
+// decodeStored decodes a plan document a store gave back. One that does not
+// decode is a damaged record.
+func decodeStored(rec *store.PlanRecord) (Plan, error) {
+	var p Plan
+	if err := json.Unmarshal(rec.Plan, &p); err != nil {
+		return Plan{}, &store.Error{Op: "load plan", Err: fmt.Errorf("the plan of run %s: %w: %v", quote(rec.RunID), store.ErrCorruptRecord, err)}
+	}
+	if p.ID != rec.PlanID {
+		return Plan{}, &store.Error{Op: "load plan", Err: fmt.Errorf("the plan of run %s names plan %s, its record %s: %w", quote(rec.RunID), quote(p.ID), quote(rec.PlanID), store.ErrCorruptRecord)}
+	}
+	return p, nil
 }
 
 type vstep struct {

@@ -20,16 +20,16 @@ import (
 
 // resolveInDoubtBooking leaves book_flight's key in doubt in store and
 // returns a run that found it so, with the key.
-func resolveInDoubtBooking(t *testing.T, r *recorder, store planexec.PlanStore, plan planexec.Plan) (*planexec.Run, planexec.Key) {
+func resolveInDoubtBooking(t *testing.T, r *recorder, db planexec.PlanStore, plan planexec.Plan) (*planexec.Run, planexec.Key) {
 	t.Helper()
 	ctx := context.Background()
 	iSetFail(r, func(string, any) error { return errors.New("connection reset") })
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	if _, err := run.Execute(ctx, plan); err == nil {
 		t.Fatalf("the failing booking succeeded")
 	}
 	iSetFail(r, nil)
-	run, _ = newExecutor(t, r, withStore(store))
+	run, _ = newExecutor(t, r, withStore(db))
 	_, err := run.Execute(ctx, plan)
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) || !ioe.InDoubt {
@@ -101,7 +101,7 @@ func resolveInDoubtOnRecord(t *testing.T) (*planexec.Run, *recorder, planexec.Ke
 func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 	t.Run("held by a live holder: wait", func(t *testing.T) {
 		ctx := context.Background()
-		store := memory.New()
+		db := memory.New()
 		hold := newHoldFirst()
 		defer hold.open()
 		r := &recorder{fail: func(string, any) error {
@@ -109,7 +109,7 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 			return nil
 		}}
 		plan := iOne(iBooking("b1"))
-		first, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-a")))
+		first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a")))
 		done := make(chan error, 1)
 		go func() {
 			_, err := first.Execute(ctx, plan)
@@ -117,7 +117,7 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 		}()
 		<-hold.entered
 
-		second, _ := newExecutor(t, r, edits(withStore(store), withHolder("worker-b")))
+		second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b")))
 		_, err := second.Execute(ctx, plan)
 		var ioe *planexec.IndeterminateOutcomeError
 		if !errors.As(err, &ioe) {
@@ -141,7 +141,7 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("the holder's run: %v", err)
 		}
-		third, _ := newExecutor(t, r, withStore(store))
+		third, _ := newExecutor(t, r, withStore(db))
 		res, err := third.Execute(ctx, plan)
 		if err != nil {
 			t.Fatalf("a later run: %v", err)
@@ -155,9 +155,9 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 	})
 	t.Run("in doubt: resolve", func(t *testing.T) {
 		ctx := context.Background()
-		store := memory.New()
+		db := memory.New()
 		r := &recorder{}
-		run, key := resolveInDoubtBooking(t, r, store, iOne(iBooking("b1")))
+		run, key := resolveInDoubtBooking(t, r, db, iOne(iBooking("b1")))
 		_, err := run.Execute(ctx, iOne(iBooking("b1")))
 		if !errors.Is(err, planexec.ErrInDoubt) || errors.Is(err, planexec.ErrInFlight) {
 			t.Fatalf("err = %v, want ErrInDoubt (resolve) and not ErrInFlight", err)
@@ -172,15 +172,15 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 
 func TestResolvingAKeyAsAppliedReplaysTheGivenOutcome(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
 	plan := iOne(iBooking("b1"))
-	run, key := resolveInDoubtBooking(t, r, store, plan)
+	run, key := resolveInDoubtBooking(t, r, db, plan)
 
 	if err := run.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"PNR-FOUND-BY-OPS"`)}); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
-	next, _ := newExecutor(t, r, withStore(store))
+	next, _ := newExecutor(t, r, withStore(db))
 	res, err := next.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("Execute after resolving: %v", err)
@@ -196,15 +196,15 @@ func TestResolvingAKeyAsAppliedReplaysTheGivenOutcome(t *testing.T) {
 
 func TestResolvingAKeyAsNotAppliedLetsTheStepRunAgain(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
 	plan := iOne(iBooking("b1"))
-	run, key := resolveInDoubtBooking(t, r, store, plan)
+	run, key := resolveInDoubtBooking(t, r, db, plan)
 
 	if err := run.Resolve(ctx, key, planexec.Resolution{Applied: false}); err != nil {
 		t.Fatalf("Resolve: %v", err)
 	}
-	next, _ := newExecutor(t, r, withStore(store))
+	next, _ := newExecutor(t, r, withStore(db))
 	res, err := next.Execute(ctx, plan)
 	if err != nil {
 		t.Fatalf("Execute after resolving: %v", err)
@@ -219,9 +219,9 @@ func TestResolvingAKeyAsNotAppliedLetsTheStepRunAgain(t *testing.T) {
 
 func TestResolvingAKeyAlreadyDoneIsErrCompletedAndChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	res, err := run.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
@@ -232,7 +232,7 @@ func TestResolvingAKeyAlreadyDoneIsErrCompletedAndChangesNothing(t *testing.T) {
 			t.Errorf("Resolve(%+v) of a booking done: want ErrCompleted, got %v", rs, err)
 		}
 	}
-	again, _ := newExecutor(t, r, withStore(store))
+	again, _ := newExecutor(t, r, withStore(db))
 	res, err = again.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("Execute again: %v", err)
@@ -310,15 +310,15 @@ func TestResolvingAKeyNobodyClaimedIsErrNoRecord(t *testing.T) {
 
 func TestAResolutionWhoseOutcomeIsNotJSONIsRefusedAndTheKeyStaysInDoubt(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
 	plan := iOne(iBooking("b1"))
-	run, key := resolveInDoubtBooking(t, r, store, plan)
+	run, key := resolveInDoubtBooking(t, r, db, plan)
 	err := run.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`PNR-FOUND`)})
 	if !errors.Is(err, planexec.ErrInvalidDecision) {
 		t.Fatalf("want ErrInvalidDecision, got %v", err)
 	}
-	next, _ := newExecutor(t, r, withStore(store))
+	next, _ := newExecutor(t, r, withStore(db))
 	if _, err := next.Execute(ctx, plan); !errors.Is(err, planexec.ErrInDoubt) {
 		t.Errorf("after a refused resolution: err = %v, want the booking still in doubt", err)
 	}
@@ -341,23 +341,23 @@ func TestResolveWithoutAStoreIsAConfigurationError(t *testing.T) {
 // written after the error, says in doubt. The claim is the truth.
 func TestResolvingAStepInDoubtWhoseClaimIsDoneSettlesItsRecordFromTheClaim(t *testing.T) {
 	ctx := context.Background()
-	store := memory.New()
+	db := memory.New()
 	r := &recorder{}
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	res, err := run.Execute(ctx, tripPlan())
 	if err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
-	rec, err := store.LoadPlan(ctx, "acme", "run-1")
+	rec, err := db.LoadPlan(ctx, "acme", "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s2 := rec.Steps["s2"]
 	s2.Status, s2.Outcome, s2.Error = planexec.StepInDoubt, nil, "recording the outcome failed"
-	if err := store.SaveStep(ctx, "acme", "run-1", s2); err != nil {
+	if err := db.SaveStep(ctx, "acme", "run-1", s2); err != nil {
 		t.Fatal(err)
 	}
-	next, _ := newExecutor(t, r, withStore(store))
+	next, _ := newExecutor(t, r, withStore(db))
 	if _, err := next.Resume(ctx); !errors.Is(err, planexec.ErrInDoubt) {
 		t.Fatalf("Resume with s2 in doubt on the record: %v, want ErrInDoubt", err)
 	}

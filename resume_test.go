@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -66,7 +67,7 @@ func TestResumeReplaysFinishedStepsAndRunsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan: %v", err)
 	}
-	if rec.Status != planexec.PlanCompleted || rec.Steps["s2"].Status != planexec.StepDone {
+	if rec.Status != store.PlanCompleted || rec.Steps["s2"].Status != planexec.StepDone {
 		t.Errorf("stored after resume: status %q, s2 %q; want completed and done", rec.Status, rec.Steps["s2"].Status)
 	}
 }
@@ -218,12 +219,12 @@ func TestResumeDoesNotReplayAStepRecordOfAnotherPlan(t *testing.T) {
 		iSearch("s1", "LHR"),
 		iSearch("s2", "LGW", "s1"),
 	}}
-	if err := st.SavePlan(ctx, &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: "acme", RunID: "run-1", Plan: planB, Status: planexec.PlanRunning}); err != nil {
+	if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", planB, store.PlanRunning)); err != nil {
 		t.Fatalf("SavePlan: %v", err)
 	}
 	// A late write from plan A of the same run, for a step of the same id
 	// and tool.
-	if err := st.SaveStep(ctx, "acme", "run-1", planexec.StepRecord{
+	if err := st.SaveStep(ctx, "acme", "run-1", store.StepRecord{
 		StepID: "s1", PlanID: "plan-A", Tool: "search_flights", Status: planexec.StepDone,
 		Outcome: json.RawMessage(`["FROM-PLAN-A"]`), Finished: time.Now(),
 	}); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/planexec/planexec/llm"
+	"github.com/planexec/planexec/store"
 )
 
 // Run is one job under one delegation: it plans, validates, executes and
@@ -181,7 +182,7 @@ func (r *Run) Resume(ctx context.Context) (*Result, error) {
 }
 
 // load reads the run's record.
-func (r *Run) load(ctx context.Context) (*PlanRecord, error) {
+func (r *Run) load(ctx context.Context) (*store.PlanRecord, error) {
 	if r.ex.plans == nil {
 		return nil, &ConfigurationError{Why: "no store: nothing could have been written to resume from"}
 	}
@@ -195,15 +196,20 @@ func (r *Run) load(ctx context.Context) (*PlanRecord, error) {
 	return rec, nil
 }
 
-func (r *Run) resume(ctx context.Context, rec *PlanRecord) (*Result, error) {
-	v, perr := r.validate(&rec.Plan, nil)
+func (r *Run) resume(ctx context.Context, rec *store.PlanRecord) (*Result, error) {
+	plan, err := decodeStored(rec)
+	if err != nil {
+		return nil, err
+	}
+	v, perr := r.validate(&plan, nil)
 	if perr != nil {
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: "on resume"})
 		return nil, perr
 	}
-	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: rec.Plan.ID, Revision: rec.Plan.Revision,
-		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(rec.Plan.Steps))})
+	v.doc = rec.Plan // what the plan decoded from: saved again as it is
+	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(plan.Steps))})
 	return r.run(ctx, v, rec.Steps)
 }
 
@@ -285,8 +291,8 @@ func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
 	}
 	found := false
 	var contradicted error
-	if store := r.ex.claims; store != nil {
-		err := store.Resolve(ctx, key, res)
+	if claims := r.ex.claims; claims != nil {
+		err := claims.Resolve(ctx, key, res)
 		switch {
 		case err == nil:
 			found = true
@@ -296,8 +302,8 @@ func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
 			// The claim is the truth, and its outcome settles the record.
 			// A completed claim is final, so asking for it again writes
 			// nothing.
-			c, cerr := store.Claim(ctx, ClaimRequest{Key: key, RunID: d.RunID, Holder: "resolve"})
-			if cerr != nil || c.State != ClaimCompleted {
+			c, cerr := claims.Claim(ctx, store.ClaimRequest{Key: key, RunID: d.RunID, Holder: "resolve"})
+			if cerr != nil || c.State != store.ClaimCompleted {
 				return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
 			}
 			contradicted = fmt.Errorf("planexec: key %s: the effect is on record as done: %w", key.Digest, err)

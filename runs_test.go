@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -150,10 +151,10 @@ func TestOneExecutorServesManyRunsAtOnceEachWithItsOwnRecord(t *testing.T) {
 		mu.Unlock()
 		return p.N, nil
 	})
-	store := memory.New()
+	db := memory.New()
 	ex, err := planexec.NewExecutor(planexec.Config{
 		Tools: []*planexec.Tool{probe},
-		Store: store,
+		Store: db,
 		Observer: func(e planexec.Event) {
 			mu.Lock()
 			observed[e.RunID] = append(observed[e.RunID], e.Seq)
@@ -243,8 +244,8 @@ func TestOneExecutorServesManyRunsAtOnceEachWithItsOwnRecord(t *testing.T) {
 				}
 			}
 		}
-		rec, err := store.LoadPlan(context.Background(), "acme", o.id)
-		if err != nil || rec.Status != planexec.PlanCompleted || len(rec.Steps) != steps {
+		rec, err := db.LoadPlan(context.Background(), "acme", o.id)
+		if err != nil || rec.Status != store.PlanCompleted || len(rec.Steps) != steps {
 			t.Errorf("%s: stored as %v, %v", o.id, rec, err)
 		}
 	}

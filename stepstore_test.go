@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -32,7 +33,7 @@ func (s *stepsCounting) Complete(ctx context.Context, k planexec.Key, e int64, o
 	return s.Store.Complete(ctx, k, e, o)
 }
 
-func (s *stepsCounting) CompleteStep(ctx context.Context, k planexec.Key, e int64, o json.RawMessage, run string, rec planexec.StepRecord) error {
+func (s *stepsCounting) CompleteStep(ctx context.Context, k planexec.Key, e int64, o json.RawMessage, run string, rec store.StepRecord) error {
 	s.mu.Lock()
 	s.together++
 	fail := s.failNextComplete
@@ -44,7 +45,7 @@ func (s *stepsCounting) CompleteStep(ctx context.Context, k planexec.Key, e int6
 	return s.Store.CompleteStep(ctx, k, e, o, run, rec)
 }
 
-func (s *stepsCounting) ReleaseStep(ctx context.Context, k planexec.Key, e int64, inDoubt bool, run string, rec planexec.StepRecord) error {
+func (s *stepsCounting) ReleaseStep(ctx context.Context, k planexec.Key, e int64, inDoubt bool, run string, rec store.StepRecord) error {
 	s.mu.Lock()
 	s.released++
 	s.mu.Unlock()
@@ -58,54 +59,54 @@ func (s *stepsCounting) counts() (together, apart, released int) {
 }
 
 func TestAStoreHoldingPlansAndClaimsWritesEachStepInOneTransaction(t *testing.T) {
-	store := newStepsCounting()
+	db := newStepsCounting()
 	r := &recorder{}
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	res, err := run.Execute(context.Background(), tripPlan())
 	if err != nil || !res.Complete {
 		t.Fatalf("Execute: %v", err)
 	}
-	if together, apart, _ := store.counts(); together != 2 || apart != 0 {
+	if together, apart, _ := db.counts(); together != 2 || apart != 0 {
 		t.Errorf("steps written together %d times and apart %d times, want 2 and 0", together, apart)
 	}
-	rec, err := store.LoadPlan(context.Background(), "acme", "run-1")
+	rec, err := db.LoadPlan(context.Background(), "acme", "run-1")
 	if err != nil || rec.Steps["s2"].Status != planexec.StepDone || rec.Steps["s2"].Key != res.Steps["s2"].Key.Digest {
 		t.Fatalf("record = %+v, %v", rec, err)
 	}
 }
 
 func TestAFailedStepIsReleasedAndRecordedInOneTransaction(t *testing.T) {
-	store := newStepsCounting()
+	db := newStepsCounting()
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "book_flight" {
 			return errors.New("gateway timeout")
 		}
 		return nil
 	}}
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	if _, err := run.Execute(context.Background(), tripPlan()); err == nil {
 		t.Fatal("Execute succeeded with a failing booking")
 	}
-	if _, _, released := store.counts(); released != 1 {
+	if _, _, released := db.counts(); released != 1 {
 		t.Errorf("ReleaseStep called %d times, want 1", released)
 	}
-	rec, _ := store.LoadPlan(context.Background(), "acme", "run-1")
+	rec, _ := db.LoadPlan(context.Background(), "acme", "run-1")
 	if rec.Steps["s2"].Status != planexec.StepInDoubt {
 		t.Errorf("s2 recorded as %q, want in_doubt", rec.Steps["s2"].Status)
 	}
 }
 
 func TestWhenTheJointWriteFailsNothingIsRecordedAsDone(t *testing.T) {
-	store := newStepsCounting()
-	store.failNextComplete = errors.New("connection reset")
+	db := newStepsCounting()
+	db.failNextComplete = errors.New("connection reset")
 	r := &recorder{}
-	run, _ := newExecutor(t, r, withStore(store))
+	run, _ := newExecutor(t, r, withStore(db))
 	_, err := run.Execute(context.Background(), iOne(iBooking("s1")))
 	var ind *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ind) || !ind.InDoubt {
 		t.Fatalf("err = %v, want the irreversible step in doubt", err)
 	}
-	rec, _ := store.LoadPlan(context.Background(), "acme", "run-1")
+	rec, _ := db.LoadPlan(context.Background(), "acme", "run-1")
 	if s := rec.Steps["s1"]; s.Status == planexec.StepDone {
 		t.Errorf("s1 recorded as done although its write failed: %+v", s)
 	}

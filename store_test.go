@@ -9,12 +9,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -37,7 +39,7 @@ type storeApart struct {
 func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	var inside *planexec.PlanRecord
+	var inside *store.PlanRecord
 	var loadErr error
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "search_flights" {
@@ -53,16 +55,16 @@ func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 	if loadErr != nil {
 		t.Fatalf("inside the first tool, LoadPlan: %v", loadErr)
 	}
-	if inside.Status != planexec.PlanRunning {
+	if inside.Status != store.PlanRunning {
 		t.Errorf("status inside the first tool = %q, want running", inside.Status)
 	}
 	if len(inside.Steps) != 0 {
 		t.Errorf("steps on record before any finished: %v", inside.Steps)
 	}
-	if inside.Plan.ID != res.PlanID || len(inside.Plan.Steps) != 2 || inside.Plan.Goal != "get them to New York" {
-		t.Errorf("stored plan = %+v, want the executed plan %s", inside.Plan, res.PlanID)
+	if p := planOf(t, inside); inside.PlanID != res.PlanID || p.ID != res.PlanID || len(p.Steps) != 2 || p.Goal != "get them to New York" {
+		t.Errorf("stored plan = %s (id %s), want the executed plan %s", inside.Plan, inside.PlanID, res.PlanID)
 	}
-	if inside.Tenant != "acme" || inside.RunID != "run-1" || inside.Version != planexec.PlanRecordVersion {
+	if inside.Tenant != "acme" || inside.RunID != "run-1" || inside.Version != store.RecordVersion {
 		t.Errorf("record = tenant %q run %q version %d", inside.Tenant, inside.RunID, inside.Version)
 	}
 
@@ -70,7 +72,7 @@ func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan after the run: %v", err)
 	}
-	if after.Status != planexec.PlanCompleted || len(after.Steps) != 2 {
+	if after.Status != store.PlanCompleted || len(after.Steps) != 2 {
 		t.Errorf("after the run: status %q, %d steps; want completed with 2", after.Status, len(after.Steps))
 	}
 }
@@ -78,7 +80,7 @@ func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 func TestEachStepIsStoredBeforeTheStepsThatWaitOnItRun(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	var inside *planexec.PlanRecord
+	var inside *store.PlanRecord
 	var loadErr error
 	r := &recorder{fail: func(tool string, _ any) error {
 		if tool == "book_flight" {
@@ -107,7 +109,7 @@ func TestEachStepIsStoredBeforeTheStepsThatWaitOnItRun(t *testing.T) {
 	if _, early := inside.Steps["s2"]; early {
 		t.Errorf("s2 is on record while it is still running")
 	}
-	if inside.Status != planexec.PlanRunning {
+	if inside.Status != store.PlanRunning {
 		t.Errorf("status while step 2 runs = %q, want running", inside.Status)
 	}
 }
@@ -129,7 +131,7 @@ func TestWhatFinishedIsOnRecordWhenALaterStepFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan: %v", err)
 	}
-	if rec.Status != planexec.PlanFailed {
+	if rec.Status != store.PlanFailed {
 		t.Errorf("plan status %q, want failed", rec.Status)
 	}
 	if s1 := rec.Steps["s1"]; s1.Status != planexec.StepDone || len(s1.Outcome) == 0 {
@@ -167,7 +169,7 @@ func TestTheStoreRecordsAFailedIrreversibleStepAsInDoubtAndAReversibleOneAsFaile
 			if got := rec.Steps["x1"].Status; got != tc.want {
 				t.Errorf("stored status %q, want %q", got, tc.want)
 			}
-			if rec.Status != planexec.PlanFailed {
+			if rec.Status != store.PlanFailed {
 				t.Errorf("plan status %q, want failed", rec.Status)
 			}
 		})
@@ -274,10 +276,39 @@ func TestOneTenantCannotSeeOrResumeAnothersRun(t *testing.T) {
 	if rec, err := st.LoadPlan(ctx, "acme", "run-1"); err != nil || rec.Tenant != "acme" {
 		t.Errorf("acme's run after globex forgot its own: %+v, %v", rec, err)
 	}
-	if err := st.SaveStep(ctx, "globex", "run-1", planexec.StepRecord{StepID: "s2", Tool: "book_flight", Status: planexec.StepDone}); !errors.Is(err, planexec.ErrNoRecord) {
+	if err := st.SaveStep(ctx, "globex", "run-1", store.StepRecord{StepID: "s2", Tool: "book_flight", Status: planexec.StepDone}); !errors.Is(err, planexec.ErrNoRecord) {
 		t.Errorf("SaveStep into another tenant's run: want ErrNoRecord, got %v", err)
 	}
 	if rec, err := st.LoadPlan(ctx, "acme", "run-1"); err != nil || rec.Steps["s2"].Status == planexec.StepDone {
 		t.Errorf("acme's run after globex's SaveStep: %v; globex's step must not land in it", err)
+	}
+}
+
+// The executor gives a store the plan's document in the layout the durable
+// stores have on file (internal/storecodec pins the record around it): no
+// HTML escaping, and each step's arguments byte for byte as the planner
+// wrote them, spaces and number spellings included.
+func TestThePlanIsStoredAsTheDocumentOnFile(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	run, _ := newExecutor(t, &recorder{}, withStore(st))
+	plan := planexec.Plan{Goal: "get <them> & go", Steps: []planexec.Step{
+		step("s1", "search_flights", "{ \"origin\" : \"LHR\",\n\t\"destination\":\"JFK\" }"),
+		step("s2", "book_flight", `{"flight":"BA117","seats":1,"fare":412.50}`, "s1"),
+	}}
+	plan.Steps[1].Intent = "book <it>"
+	res, err := run.Execute(ctx, plan)
+	if err != nil {
+		t.Fatalf("Execute: %v", err)
+	}
+	rec, err := st.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	want := `{"id":"` + res.PlanID + `","goal":"get <them> & go","revision":` + strconv.Itoa(res.Revision) + `,"steps":[` +
+		"{\"id\":\"s1\",\"tool\":\"search_flights\",\"arguments\":{ \"origin\" : \"LHR\",\n\t\"destination\":\"JFK\" }}," +
+		`{"id":"s2","tool":"book_flight","arguments":{"flight":"BA117","seats":1,"fare":412.50},"depends_on":["s1"],"intent":"book <it>"}]}`
+	if string(rec.Plan) != want || rec.PlanID != res.PlanID {
+		t.Errorf("stored plan (id %s):\n%s\nwant (id %s):\n%s", rec.PlanID, rec.Plan, res.PlanID, want)
 	}
 }

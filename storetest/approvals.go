@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // diffDecision lists how got differs from want, field by field.
@@ -28,7 +29,7 @@ func diffDecision(got, want planexec.Decision) []string {
 func runApprovalStore(t *testing.T, open Open) {
 	t.Run("Decision of a record never decided is ErrNoRecord", func(t *testing.T) {
 		k := setup(t, open)
-		if d, err := k.Approvals.Decision(k.ctx, "acme", "rec-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		if d, err := k.Approvals.Decision(k.ctx, "acme", "rec-1"); !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("Decision: want ErrNoRecord, got %+v, %v", d, err)
 		}
 	})
@@ -104,7 +105,7 @@ func runApprovalStore(t *testing.T, open Open) {
 		if err := k.Approvals.SaveDecision(k.ctx, "acme", acme); err != nil {
 			t.Fatalf("SaveDecision acme: %v", err)
 		}
-		if d, err := k.Approvals.Decision(k.ctx, "globex", "rec-1"); !errors.Is(err, planexec.ErrNoRecord) {
+		if d, err := k.Approvals.Decision(k.ctx, "globex", "rec-1"); !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("globex reading acme's record id: want ErrNoRecord, got %+v, %v", d, err)
 		}
 		globex := planexec.Decision{RequestID: "rec-1", Status: planexec.Denied, Approver: "lee", Why: "no", DecidedAt: k.clk.Now()}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // cancelRuns is how many runs the cancellation check cancels at a random
@@ -104,7 +105,7 @@ func runCancellation(t *testing.T, open Open) {
 				t.Fatal(err)
 			}
 			res, err := again.Resume(k.ctx)
-			if errors.Is(err, planexec.ErrNoRecord) {
+			if errors.Is(err, store.ErrNoRecord) {
 				res, err = again.Execute(k.ctx, plan) // cancelled before the plan was stored
 			}
 			if errors.Is(err, planexec.ErrInDoubt) {

@@ -21,6 +21,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // Effects records what tools did, durably, in the same backing as the stores, so a kill cannot lose it.
@@ -291,7 +292,7 @@ func crashChild(t *testing.T, d Durable, run string) {
 		end(1, "Durable.Open returned a nil store or nil Effects")
 	}
 	if ss, ok := stepStoreOf(stores); ok {
-		m := &markedSteps{StepStore: ss, at: at}
+		m := &markedSteps{stepStore: ss, at: at}
 		stores.Plans, stores.Idempotency = m, m
 	} else {
 		stores.Plans = &markedPlans{PlanStore: stores.Plans, at: at}
@@ -318,22 +319,22 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // markedSteps marks the points of a StepStore.
 type markedSteps struct {
-	planexec.StepStore
+	stepStore
 	at func(point, string)
 }
 
-func (m *markedSteps) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+func (m *markedSteps) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	m.at(beforeClaim, req.StepID)
-	c, err := m.StepStore.Claim(ctx, req)
-	if err == nil && c.State == planexec.ClaimAcquired {
+	c, err := m.stepStore.Claim(ctx, req)
+	if err == nil && c.State == store.ClaimAcquired {
 		m.at(afterClaim, req.StepID)
 	}
 	return c, err
 }
 
-func (m *markedSteps) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec planexec.StepRecord) error {
+func (m *markedSteps) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec store.StepRecord) error {
 	m.at(beforeRecord, rec.StepID)
-	err := m.StepStore.CompleteStep(ctx, key, epoch, outcome, run, rec)
+	err := m.stepStore.CompleteStep(ctx, key, epoch, outcome, run, rec)
 	if err == nil {
 		m.at(afterRecord, rec.StepID)
 	}
@@ -349,13 +350,13 @@ type markedClaims struct {
 	steps map[planexec.Key]string
 }
 
-func (m *markedClaims) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+func (m *markedClaims) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	m.mu.Lock()
 	m.steps[req.Key] = req.StepID
 	m.mu.Unlock()
 	m.at(beforeClaim, req.StepID)
 	c, err := m.IdempotencyStore.Claim(ctx, req)
-	if err == nil && c.State == planexec.ClaimAcquired {
+	if err == nil && c.State == store.ClaimAcquired {
 		m.at(afterClaim, req.StepID)
 	}
 	return c, err
@@ -374,7 +375,7 @@ type markedPlans struct {
 	at func(point, string)
 }
 
-func (m *markedPlans) SaveStep(ctx context.Context, tenant, run string, rec planexec.StepRecord) error {
+func (m *markedPlans) SaveStep(ctx context.Context, tenant, run string, rec store.StepRecord) error {
 	m.at(beforeRecord, rec.StepID)
 	err := m.PlanStore.SaveStep(ctx, tenant, run, rec)
 	if err == nil {
@@ -614,9 +615,9 @@ func (r *recovery) resume(ctx context.Context) bool {
 				res.Outcome, _ = json.Marshal(crashOutcome(r.run, ind.Step))
 			}
 			switch err := ex.Resolve(ctx, ind.Key, res); {
-			case errors.Is(err, planexec.ErrInFlight):
+			case errors.Is(err, store.ErrInFlight):
 				wait = max(wait, crashLease)
-			case errors.Is(err, planexec.ErrCompleted) && res.Applied:
+			case errors.Is(err, store.ErrCompleted) && res.Applied:
 				// The dead child's completion reached the database after
 				// its lease had run out (a commit in flight when it was
 				// killed): the record agrees with the effect.
@@ -698,7 +699,7 @@ func (r *recovery) check(ctx context.Context) {
 		r.problem("LoadPlan after the plan completed: %v", err)
 		return
 	}
-	if rec.Status != planexec.PlanCompleted {
+	if rec.Status != store.PlanCompleted {
 		r.problem("the plan record says %q after the plan completed", rec.Status)
 	}
 	for _, s := range r.plan.Steps {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // Tamper writes into a durable store's backing what the store itself never
@@ -17,8 +18,8 @@ import (
 // an operator's hand may leave it. A store's tests give it to the suite in
 // [Stores], acting on the same backing; the suite then checks that the
 // store refuses such records whenever it reads them, with a
-// [*planexec.StoreError] wrapping [planexec.ErrNewerRecord] or
-// [planexec.ErrCorruptRecord], and never replays, runs or overwrites what
+// [*store.Error] wrapping [store.ErrNewerRecord] or
+// [store.ErrCorruptRecord], and never replays, runs or overwrites what
 // it cannot read.
 type Tamper interface {
 	// SetVersion marks a stored record as written in layout version v,
@@ -84,7 +85,7 @@ var (
 		return err
 	}}
 	saveRunAgain = read{name: "SavePlan over it", do: func(k kit) error {
-		return k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanCompleted, k.clk.Now()))
+		return k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanCompleted, k.clk.Now()))
 	}}
 	readDecision = read{name: "Decision", do: func(k kit) error {
 		_, err := k.Approvals.Decision(k.ctx, "acme", "rec-1")
@@ -97,7 +98,7 @@ var (
 // on what the store could not read.
 func claimKey(takeOver bool) read {
 	return read{name: fmt.Sprintf("Claim (TakeOver %v)", takeOver), do: func(k kit) error {
-		c, err := k.Idempotency.Claim(k.ctx, planexec.ClaimRequest{Key: theKey, RunID: "run-1", StepID: "s1", Tool: "book_flight",
+		c, err := k.Idempotency.Claim(k.ctx, store.ClaimRequest{Key: theKey, RunID: "run-1", StepID: "s1", Tool: "book_flight",
 			Holder: "reader", Lease: lease, TakeOver: takeOver})
 		if err == nil {
 			return fmt.Errorf("answered %s", showClaim(c))
@@ -115,7 +116,7 @@ func resolveKey(applied bool, orElse error) read {
 // Ways to leave a record on file before it is tampered with.
 var (
 	savedRun = func(t *testing.T, k kit) Record {
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		return Record{Kind: KindPlan, Tenant: "acme", ID: "run-1"}
@@ -175,7 +176,7 @@ func runDamagedRecords(t *testing.T, open Open) {
 	claimsAndResolves := []read{claimKey(false), claimKey(true), resolveKey(true, nil), resolveKey(false, nil), claimKey(true)}
 	// A completed key is refused by Resolve whether or not the store reads
 	// its outcome.
-	claimsOfACompletedKey := []read{claimKey(false), claimKey(true), resolveKey(false, planexec.ErrCompleted), claimKey(true)}
+	claimsOfACompletedKey := []read{claimKey(false), claimKey(true), resolveKey(false, store.ErrCompleted), claimKey(true)}
 	cases := []struct {
 		name   string
 		leave  func(t *testing.T, k kit) Record
@@ -183,24 +184,24 @@ func runDamagedRecords(t *testing.T, open Open) {
 		want   error
 		reads  []read
 	}{
-		{"A plan record of a newer layout is refused, and not overwritten", savedRun, setVersion(99), planexec.ErrNewerRecord,
+		{"A plan record of a newer layout is refused, and not overwritten", savedRun, setVersion(99), store.ErrNewerRecord,
 			[]read{loadRun, saveRunAgain, loadRun}},
-		{"A step record of a newer layout is refused", savedStep, setVersion(99), planexec.ErrNewerRecord, []read{loadRun}},
-		{"A decision of a newer layout is refused", savedDecision, setVersion(99), planexec.ErrNewerRecord, []read{readDecision}},
-		{"A claim of a newer layout is refused, not taken or resolved", freedClaim, setVersion(99), planexec.ErrNewerRecord, claimsAndResolves},
+		{"A step record of a newer layout is refused", savedStep, setVersion(99), store.ErrNewerRecord, []read{loadRun}},
+		{"A decision of a newer layout is refused", savedDecision, setVersion(99), store.ErrNewerRecord, []read{readDecision}},
+		{"A claim of a newer layout is refused, not taken or resolved", freedClaim, setVersion(99), store.ErrNewerRecord, claimsAndResolves},
 
-		{"A plan with a status never written is corrupt", savedRun, setStatus("archived"), planexec.ErrCorruptRecord, []read{loadRun}},
-		{"A step with a status never written is corrupt, not a step that never ran", savedStep, setStatus("skipped"), planexec.ErrCorruptRecord,
+		{"A plan with a status never written is corrupt", savedRun, setStatus("archived"), store.ErrCorruptRecord, []read{loadRun}},
+		{"A step with a status never written is corrupt, not a step that never ran", savedStep, setStatus("skipped"), store.ErrCorruptRecord,
 			[]read{loadRun}},
-		{"A decision with a status never written is corrupt", savedDecision, setStatus("maybe"), planexec.ErrCorruptRecord, []read{readDecision}},
-		{"A claim in a state never written is corrupt, not taken or resolved", completedClaim, setStatus("settled"), planexec.ErrCorruptRecord,
+		{"A decision with a status never written is corrupt", savedDecision, setStatus("maybe"), store.ErrCorruptRecord, []read{readDecision}},
+		{"A claim in a state never written is corrupt, not taken or resolved", completedClaim, setStatus("settled"), store.ErrCorruptRecord,
 			claimsAndResolves},
 		{"A completed claim whose outcome is not JSON is corrupt, never replayed", completedClaim, setOutcome([]byte(`{"pnr":`)),
-			planexec.ErrCorruptRecord, claimsOfACompletedKey},
+			store.ErrCorruptRecord, claimsOfACompletedKey},
 		{"A completed claim whose outcome is bytes of another format is corrupt, never replayed", completedClaim,
-			setOutcome([]byte("gob\x00\x1f\x8b")), planexec.ErrCorruptRecord, claimsOfACompletedKey},
+			setOutcome([]byte("gob\x00\x1f\x8b")), store.ErrCorruptRecord, claimsOfACompletedKey},
 		{"A completed claim without an outcome is corrupt, never replayed", completedClaim, setOutcome(nil),
-			planexec.ErrCorruptRecord, claimsOfACompletedKey},
+			store.ErrCorruptRecord, claimsOfACompletedKey},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,12 +213,12 @@ func runDamagedRecords(t *testing.T, open Open) {
 			k.clk.Advance(lease + time.Second) // no lease stands in the way of a take-over
 			for _, rd := range tc.reads {
 				err := rd.do(k)
-				var se *planexec.StoreError
+				var se *store.Error
 				switch {
 				case rd.orElse != nil && errors.Is(err, rd.orElse):
 				case !errors.As(err, &se) || !errors.Is(err, tc.want):
-					t.Errorf("%s: %v; want a *planexec.StoreError wrapping %v", rd.name, err, tc.want)
-				case tc.want == planexec.ErrNewerRecord && errors.Is(err, planexec.ErrCorruptRecord):
+					t.Errorf("%s: %v; want a *store.Error wrapping %v", rd.name, err, tc.want)
+				case tc.want == store.ErrNewerRecord && errors.Is(err, store.ErrCorruptRecord):
 					t.Errorf("%s: %v; a newer record is not corrupt", rd.name, err)
 				}
 			}

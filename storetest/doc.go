@@ -39,7 +39,7 @@
 //     must be safe to share between goroutines).
 //   - ApprovalStore: round trips (whatever an approver and a reason hold),
 //     replacement, tenants.
-//   - StepStore: when Plans is a [planexec.StepStore] and the very value
+//   - StepStore: when Plans is a [store.StepStore] and the very value
 //     that is Idempotency, CompleteStep and ReleaseStep write both or
 //     neither. Skipped otherwise. (The executor is given one value, and
 //     finds the capability on it; the suite hands it a StepStore in that
@@ -50,11 +50,11 @@
 //     whose tool never acted, and finish with every effect done once.
 //   - DamagedRecords: when Stores has a [Tamper], records the store never
 //     wrote. A plan, step, decision or claim of a newer layout is refused
-//     with a [*planexec.StoreError] wrapping [planexec.ErrNewerRecord] (a
+//     with a [*store.Error] wrapping [store.ErrNewerRecord] (a
 //     newer plan is not overwritten, a newer claim neither taken nor
 //     resolved); a status or claim state the package never writes, and a
 //     completed claim whose outcome is missing or not JSON, with one
-//     wrapping [planexec.ErrCorruptRecord]: never replayed as an outcome,
+//     wrapping [store.ErrCorruptRecord]: never replayed as an outcome,
 //     never taken for a step that did not run. Skipped without a Tamper.
 //
 // A durable store's tests give the suite a Tamper over the same backing,

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // errand is what the suite's tools take.
@@ -92,7 +93,7 @@ func runExecutor(t *testing.T, open Open) {
 		if c := tools.counts(); len(c) != 0 {
 			t.Fatalf("tools ran while approval was pending: %v", c)
 		}
-		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || rec.Status != planexec.PlanAwaitingApproval {
+		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || rec.Status != store.PlanAwaitingApproval {
 			t.Fatalf("record while pending = %+v, %v; want awaiting approval", rec, err)
 		}
 
@@ -118,7 +119,7 @@ func runExecutor(t *testing.T, open Open) {
 			t.Errorf("tool calls %v, want each once", c)
 		}
 		rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
-		if err != nil || rec.Status != planexec.PlanCompleted || len(rec.Steps) != 3 {
+		if err != nil || rec.Status != store.PlanCompleted || len(rec.Steps) != 3 {
 			t.Fatalf("record after the resume = %+v, %v; want completed with three steps", rec, err)
 		}
 

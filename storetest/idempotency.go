@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // lease is the lease of every claim in the suite. Leases are let run out by
@@ -19,9 +20,9 @@ const lease = 10 * time.Second
 var theKey = planexec.Key{Tenant: "acme", Digest: "sha256:0a1b"}
 
 // claim asks for key as holder.
-func (k kit) claim(t *testing.T, key planexec.Key, holder string, takeOver bool) planexec.Claim {
+func (k kit) claim(t *testing.T, key planexec.Key, holder string, takeOver bool) store.Claim {
 	t.Helper()
-	c, err := k.Idempotency.Claim(k.ctx, planexec.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "book_flight", Holder: holder, Lease: lease, TakeOver: takeOver})
+	c, err := k.Idempotency.Claim(k.ctx, store.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "book_flight", Holder: holder, Lease: lease, TakeOver: takeOver})
 	if err != nil {
 		t.Fatalf("Claim by %s (TakeOver %v): %v", holder, takeOver, err)
 	}
@@ -29,10 +30,10 @@ func (k kit) claim(t *testing.T, key planexec.Key, holder string, takeOver bool)
 }
 
 // acquire claims key as holder and fails unless it is acquired.
-func (k kit) acquire(t *testing.T, key planexec.Key, holder string, takeOver bool) planexec.Claim {
+func (k kit) acquire(t *testing.T, key planexec.Key, holder string, takeOver bool) store.Claim {
 	t.Helper()
 	c := k.claim(t, key, holder, takeOver)
-	if c.State != planexec.ClaimAcquired || c.Epoch < 1 {
+	if c.State != store.ClaimAcquired || c.Epoch < 1 {
 		t.Fatalf("Claim by %s = %s, want acquired at an epoch of 1 or more", holder, showClaim(c))
 	}
 	return c
@@ -43,7 +44,7 @@ func (k kit) expectHeld(t *testing.T, key planexec.Key, holder string, expires t
 	t.Helper()
 	for _, takeOver := range []bool{false, true} {
 		c := k.claim(t, key, "onlooker", takeOver)
-		if c.State != planexec.ClaimHeld || c.Holder != holder || !sameInstant(c.LeaseExpires, expires) {
+		if c.State != store.ClaimHeld || c.Holder != holder || !sameInstant(c.LeaseExpires, expires) {
 			t.Errorf("Claim (TakeOver %v) = %s, want held by %s until %v", takeOver, showClaim(c), holder, expires)
 		}
 	}
@@ -52,14 +53,14 @@ func (k kit) expectHeld(t *testing.T, key planexec.Key, holder string, expires t
 // expectFenced fails unless every write under epoch is refused with ErrFenced.
 func (k kit) expectFenced(t *testing.T, key planexec.Key, epoch int64, who string) {
 	t.Helper()
-	if err := k.Idempotency.Extend(k.ctx, key, epoch, time.Hour); !errors.Is(err, planexec.ErrFenced) {
+	if err := k.Idempotency.Extend(k.ctx, key, epoch, time.Hour); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("Extend by %s: want ErrFenced, got %v", who, err)
 	}
-	if err := k.Idempotency.Complete(k.ctx, key, epoch, json.RawMessage(`"from a zombie"`)); !errors.Is(err, planexec.ErrFenced) {
+	if err := k.Idempotency.Complete(k.ctx, key, epoch, json.RawMessage(`"from a zombie"`)); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("Complete by %s: want ErrFenced, got %v", who, err)
 	}
 	for _, inDoubt := range []bool{false, true} {
-		if err := k.Idempotency.Release(k.ctx, key, epoch, inDoubt); !errors.Is(err, planexec.ErrFenced) {
+		if err := k.Idempotency.Release(k.ctx, key, epoch, inDoubt); !errors.Is(err, store.ErrFenced) {
 			t.Errorf("Release (in doubt %v) by %s: want ErrFenced, got %v", inDoubt, who, err)
 		}
 	}
@@ -70,7 +71,7 @@ func (k kit) expectCompleted(t *testing.T, key planexec.Key, outcome string) {
 	t.Helper()
 	for _, takeOver := range []bool{false, true} {
 		c := k.claim(t, key, "latecomer", takeOver)
-		if c.State != planexec.ClaimCompleted || !jsonEqual(c.Outcome, []byte(outcome)) {
+		if c.State != store.ClaimCompleted || !jsonEqual(c.Outcome, []byte(outcome)) {
 			t.Errorf("Claim (TakeOver %v) = %s, want completed with %s", takeOver, showClaim(c), outcome)
 		}
 	}
@@ -80,16 +81,16 @@ func (k kit) expectCompleted(t *testing.T, key planexec.Key, outcome string) {
 func (k kit) expectInDoubt(t *testing.T, key planexec.Key) {
 	t.Helper()
 	for _, takeOver := range []bool{false, true} {
-		if c := k.claim(t, key, "latecomer", takeOver); c.State != planexec.ClaimInDoubt {
+		if c := k.claim(t, key, "latecomer", takeOver); c.State != store.ClaimInDoubt {
 			t.Errorf("Claim (TakeOver %v) = %s, want in doubt", takeOver, showClaim(c))
 		}
 	}
 }
 
-func showClaim(c planexec.Claim) string {
-	state := map[planexec.ClaimState]string{
-		planexec.ClaimAcquired: "acquired", planexec.ClaimCompleted: "completed",
-		planexec.ClaimHeld: "held", planexec.ClaimInDoubt: "in doubt",
+func showClaim(c store.Claim) string {
+	state := map[store.ClaimState]string{
+		store.ClaimAcquired: "acquired", store.ClaimCompleted: "completed",
+		store.ClaimHeld: "held", store.ClaimInDoubt: "in doubt",
 	}[c.State]
 	if state == "" {
 		state = fmt.Sprintf("state %d", c.State)
@@ -117,7 +118,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		k := setup(t, open)
 		first := k.acquire(t, theKey, "worker-a", false)
 		k.clk.Advance(lease + time.Second)
-		if c := k.claim(t, theKey, "worker-b", false); c.State != planexec.ClaimInDoubt {
+		if c := k.claim(t, theKey, "worker-b", false); c.State != store.ClaimInDoubt {
 			t.Errorf("without TakeOver: claim = %s, want in doubt (worker-a's effect may have landed)", showClaim(c))
 		}
 		c := k.acquire(t, theKey, "worker-b", true)
@@ -174,7 +175,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		got := k.claim(t, theKey, "latecomer", false)
 		copy(got.Outcome, `{"XXX":`) // a claimant scribbles on what it was given
 		k.expectCompleted(t, theKey, want)
-		if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"twice"`)); !errors.Is(err, planexec.ErrFenced) {
+		if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"twice"`)); !errors.Is(err, store.ErrFenced) {
 			t.Errorf("completing a completed key again: want ErrFenced, got %v", err)
 		}
 		k.expectCompleted(t, theKey, want)
@@ -188,7 +189,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		}
 		for _, takeOver := range []bool{false, true} {
 			got := k.claim(t, theKey, "latecomer", takeOver)
-			if got.State != planexec.ClaimCompleted || len(got.Outcome) != 0 {
+			if got.State != store.ClaimCompleted || len(got.Outcome) != 0 {
 				t.Errorf("Claim (TakeOver %v) = %s, want completed with no outcome", takeOver, showClaim(got))
 			}
 		}
@@ -230,7 +231,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 	t.Run("Resolve of a key never claimed is ErrNoRecord and claims nothing", func(t *testing.T) {
 		k := setup(t, open)
 		for _, r := range []planexec.Resolution{{Applied: true, Outcome: json.RawMessage(`1`)}, {Applied: false}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, planexec.ErrNoRecord) {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, store.ErrNoRecord) {
 				t.Errorf("Resolve(%+v) of a key never claimed: want ErrNoRecord, got %v", r, err)
 			}
 		}
@@ -242,7 +243,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		held := k.acquire(t, theKey, "worker-a", true)
 		k.clk.Advance(lease / 2)
 		for _, r := range []planexec.Resolution{{Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}, {Applied: false}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, planexec.ErrInFlight) {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, store.ErrInFlight) {
 				t.Errorf("Resolve(%+v) while the lease is live: want ErrInFlight, got %v", r, err)
 			}
 		}
@@ -264,7 +265,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		}
 		k.clk.Advance(10 * lease)
 		for _, r := range []planexec.Resolution{{Applied: false}, {Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, planexec.ErrCompleted) {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, store.ErrCompleted) {
 				t.Errorf("Resolve(%+v) of a completed key: want ErrCompleted, got %v", r, err)
 			}
 		}
@@ -275,10 +276,10 @@ func runIdempotencyStore(t *testing.T, open Open) {
 	// released it in doubt; either way the old holder is fenced after.
 	leftBy := []struct {
 		name  string
-		leave func(t *testing.T, k kit, c planexec.Claim)
+		leave func(t *testing.T, k kit, c store.Claim)
 	}{
-		{"a holder whose lease ran out", func(t *testing.T, k kit, c planexec.Claim) { k.clk.Advance(lease + time.Second) }},
-		{"a holder that released it in doubt", func(t *testing.T, k kit, c planexec.Claim) {
+		{"a holder whose lease ran out", func(t *testing.T, k kit, c store.Claim) { k.clk.Advance(lease + time.Second) }},
+		{"a holder that released it in doubt", func(t *testing.T, k kit, c store.Claim) {
 			if err := k.Idempotency.Release(k.ctx, theKey, c.Epoch, true); err != nil {
 				t.Fatalf("Release in doubt: %v", err)
 			}
@@ -329,7 +330,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		k.expectCompleted(t, other, `"globex's"`)
 		k.expectInDoubt(t, theKey)
 		third := planexec.Key{Tenant: "initech", Digest: theKey.Digest}
-		if err := k.Idempotency.Resolve(k.ctx, third, planexec.Resolution{Applied: false}); !errors.Is(err, planexec.ErrNoRecord) {
+		if err := k.Idempotency.Resolve(k.ctx, third, planexec.Resolution{Applied: false}); !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("Resolve by a third tenant: want ErrNoRecord, got %v", err)
 		}
 		k.expectInDoubt(t, theKey)
@@ -338,7 +339,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 	t.Run("Writes under a key never claimed are refused and claim nothing", func(t *testing.T) {
 		k := setup(t, open)
 		refused := func(err error) bool {
-			return errors.Is(err, planexec.ErrNoRecord) || errors.Is(err, planexec.ErrFenced)
+			return errors.Is(err, store.ErrNoRecord) || errors.Is(err, store.ErrFenced)
 		}
 		if err := k.Idempotency.Extend(k.ctx, theKey, 1, lease); !refused(err) {
 			t.Errorf("Extend: want ErrNoRecord or ErrFenced, got %v", err)
@@ -355,14 +356,14 @@ func runIdempotencyStore(t *testing.T, open Open) {
 	t.Run("Of 50 concurrent claims of one key exactly one acquires it", func(t *testing.T) {
 		k := setup(t, open)
 		const n = 50
-		states := make([]planexec.ClaimState, n)
+		states := make([]store.ClaimState, n)
 		errs := make([]error, n)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
 				<-start
-				c, err := k.Idempotency.Claim(k.ctx, planexec.ClaimRequest{Key: theKey, RunID: "run-1", StepID: "s1", Tool: "book_flight",
+				c, err := k.Idempotency.Claim(k.ctx, store.ClaimRequest{Key: theKey, RunID: "run-1", StepID: "s1", Tool: "book_flight",
 					Holder: fmt.Sprintf("worker-%d", i), Lease: lease, TakeOver: i%2 == 0})
 				states[i], errs[i] = c.State, err
 			})
@@ -376,9 +377,9 @@ func runIdempotencyStore(t *testing.T, open Open) {
 				continue
 			}
 			switch states[i] {
-			case planexec.ClaimAcquired:
+			case store.ClaimAcquired:
 				acquired++
-			case planexec.ClaimHeld:
+			case store.ClaimHeld:
 				held++
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // journal is a durable backing for testing the kit without a database: one
@@ -29,8 +30,8 @@ type journal struct {
 
 	mu        sync.Mutex
 	off       int64 // how much of the file is applied
-	plans     map[runKey]*planexec.PlanRecord
-	claims    map[planexec.Key]claim
+	plans     map[runKey]*store.PlanRecord
+	claims    map[planexec.Key]store.ClaimRow
 	decisions map[decisionKey]planexec.Decision
 	effects   map[string]map[string]int
 }
@@ -38,14 +39,6 @@ type journal struct {
 type runKey struct{ Tenant, Run string }
 
 type decisionKey struct{ Tenant, Record string }
-
-type claim struct {
-	State   planexec.ClaimState `json:"state"` // 0: free
-	Epoch   int64               `json:"epoch"`
-	Holder  string              `json:"holder"`
-	Expires time.Time           `json:"expires"`
-	Outcome json.RawMessage     `json:"outcome,omitempty"`
-}
 
 // entry is one line of the journal: what one write changed.
 type entry struct {
@@ -58,37 +51,31 @@ type entry struct {
 }
 
 // planEntry is a plan record as a line holds it. A line has no line break,
-// and encoding/json would compact a step's arguments: they are kept as
-// strings beside the record, byte for byte, and put back when it is read.
+// and encoding/json would compact the plan's document: it is kept as a
+// string beside the record, byte for byte, and put back when it is read.
 type planEntry struct {
-	Record    *planexec.PlanRecord `json:"record"`
-	Arguments []string             `json:"arguments"`
+	Record *store.PlanRecord `json:"record"`
+	Plan   string            `json:"plan"`
 }
 
-func newPlanEntry(rec *planexec.PlanRecord) *planEntry {
-	e := &planEntry{Record: rec, Arguments: make([]string, len(rec.Plan.Steps))}
-	for i, s := range rec.Plan.Steps {
-		e.Arguments[i] = string(s.Arguments)
-	}
-	return e
+func newPlanEntry(rec *store.PlanRecord) *planEntry {
+	return &planEntry{Record: rec, Plan: string(rec.Plan)}
 }
 
-// record is the plan record the entry holds, its arguments put back.
-func (e *planEntry) record() *planexec.PlanRecord {
-	for i := range e.Record.Plan.Steps {
-		e.Record.Plan.Steps[i].Arguments = json.RawMessage(e.Arguments[i])
-	}
+// record is the plan record the entry holds, its plan put back.
+func (e *planEntry) record() *store.PlanRecord {
+	e.Record.Plan = json.RawMessage(e.Plan)
 	return e.Record
 }
 
 type stepEntry struct {
 	runKey
-	Record planexec.StepRecord
+	Record store.StepRecord
 }
 
 type claimEntry struct {
 	Key   planexec.Key
-	Claim claim
+	Claim store.ClaimRow
 }
 
 type decisionEntry struct {
@@ -105,7 +92,7 @@ func openJournal(t testing.TB, path string, now func() time.Time) *journal {
 		t.Fatalf("opening the journal: %v", err)
 	}
 	f.Close()
-	return &journal{path: path, now: now, plans: map[runKey]*planexec.PlanRecord{}, claims: map[planexec.Key]claim{},
+	return &journal{path: path, now: now, plans: map[runKey]*store.PlanRecord{}, claims: map[planexec.Key]store.ClaimRow{},
 		decisions: map[decisionKey]planexec.Decision{}, effects: map[string]map[string]int{}}
 }
 
@@ -170,10 +157,10 @@ func (j *journal) apply(e entry) {
 	if e.Plan != nil {
 		p := e.Plan.record()
 		k := runKey{p.Tenant, p.RunID}
-		if old := j.plans[k]; old != nil && old.Plan.ID == p.Plan.ID {
+		if old := j.plans[k]; old != nil && old.PlanID == p.PlanID {
 			p.Steps, p.Created = old.Steps, old.Created
 		} else {
-			p.Steps = map[string]planexec.StepRecord{}
+			p.Steps = map[string]store.StepRecord{}
 		}
 		j.plans[k] = p
 	}
@@ -209,28 +196,28 @@ func (j *journal) do(fn func() error) error {
 	return fn()
 }
 
-func (j *journal) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
+func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	c := *rec
 	c.Steps = nil
 	return j.do(func() error { return j.write(entry{Plan: newPlanEntry(&c)}) })
 }
 
-func (j *journal) SaveStep(_ context.Context, tenant, run string, step planexec.StepRecord) error {
+func (j *journal) SaveStep(_ context.Context, tenant, run string, step store.StepRecord) error {
 	return j.do(func() error {
 		k := runKey{tenant, run}
 		if j.plans[k] == nil {
-			return planexec.ErrNoRecord
+			return store.ErrNoRecord
 		}
 		return j.write(entry{Step: &stepEntry{k, step}})
 	})
 }
 
-func (j *journal) LoadPlan(_ context.Context, tenant, run string) (*planexec.PlanRecord, error) {
-	var c planexec.PlanRecord
+func (j *journal) LoadPlan(_ context.Context, tenant, run string) (*store.PlanRecord, error) {
+	var c store.PlanRecord
 	err := j.do(func() error {
 		rec := j.plans[runKey{tenant, run}]
 		if rec == nil {
-			return planexec.ErrNoRecord
+			return store.ErrNoRecord
 		}
 		b, err := json.Marshal(newPlanEntry(rec))
 		if err != nil {
@@ -259,45 +246,30 @@ func (j *journal) Forget(_ context.Context, tenant, run string) error {
 	})
 }
 
-func (j *journal) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
-	var out planexec.Claim
+func (j *journal) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, error) {
+	var out store.Claim
 	err := j.do(func() error {
 		now := j.now()
-		c, ok := j.claims[req.Key]
-		if ok {
-			switch c.State {
-			case planexec.ClaimCompleted:
-				out = planexec.Claim{State: planexec.ClaimCompleted, Epoch: c.Epoch, Outcome: slices.Clone(c.Outcome)}
-				return nil
-			case planexec.ClaimInDoubt:
-				out = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.Epoch, Holder: c.Holder}
-				return nil
-			case planexec.ClaimAcquired:
-				if now.Before(c.Expires) {
-					out = planexec.Claim{State: planexec.ClaimHeld, Epoch: c.Epoch, Holder: c.Holder, LeaseExpires: c.Expires}
-					return nil
-				}
-				if !req.TakeOver {
-					out = planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.Epoch, Holder: c.Holder, LeaseExpires: c.Expires}
-					return nil
-				}
-			}
+		c := j.claims[req.Key] // the zero row for a key nobody claimed
+		var take bool
+		if out, take = c.Answer(req, now); !take {
+			out.Outcome = slices.Clone(out.Outcome)
+			return nil
 		}
-		c = claim{State: planexec.ClaimAcquired, Epoch: c.Epoch + 1, Holder: req.Holder, Expires: now.Add(req.Lease)}
-		out = planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.Epoch, Holder: c.Holder, LeaseExpires: c.Expires}
+		out = c.Take(req, now)
 		return j.write(entry{Claim: &claimEntry{req.Key, c}})
 	})
 	return out, err
 }
 
 // held returns the claim epoch holds. Callers hold j.mu.
-func (j *journal) held(key planexec.Key, epoch int64) (claim, error) {
+func (j *journal) held(key planexec.Key, epoch int64) (store.ClaimRow, error) {
 	c, ok := j.claims[key]
 	if !ok {
-		return c, planexec.ErrNoRecord
+		return c, store.ErrNoRecord
 	}
-	if c.Epoch != epoch || c.State != planexec.ClaimAcquired {
-		return c, planexec.ErrFenced
+	if !c.Holds(epoch) {
+		return c, store.ErrFenced
 	}
 	return c, nil
 }
@@ -308,22 +280,22 @@ func (j *journal) Extend(_ context.Context, key planexec.Key, epoch int64, lease
 		if err != nil {
 			return err
 		}
-		c.Expires = j.now().Add(lease)
+		c.LeaseExpires = j.now().Add(lease)
 		return j.write(entry{Claim: &claimEntry{key, c}})
 	})
 }
 
 func (j *journal) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return j.CompleteStep(ctx, key, epoch, outcome, "", planexec.StepRecord{})
+	return j.CompleteStep(ctx, key, epoch, outcome, "", store.StepRecord{})
 }
 
 func (j *journal) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
-	return j.ReleaseStep(ctx, key, epoch, inDoubt, "", planexec.StepRecord{})
+	return j.ReleaseStep(ctx, key, epoch, inDoubt, "", store.StepRecord{})
 }
 
 // finish writes a claim's end and, when run is not "", the step's record
 // with it, in one line.
-func (j *journal) finish(key planexec.Key, epoch int64, run string, rec planexec.StepRecord, end func(*claim)) error {
+func (j *journal) finish(key planexec.Key, epoch int64, run string, rec store.StepRecord, end func(*store.ClaimRow)) error {
 	return j.do(func() error {
 		c, err := j.held(key, epoch)
 		if err != nil {
@@ -334,7 +306,7 @@ func (j *journal) finish(key planexec.Key, epoch int64, run string, rec planexec
 		if run != "" {
 			k := runKey{key.Tenant, run}
 			if j.plans[k] == nil {
-				return planexec.ErrNoRecord
+				return store.ErrNoRecord
 			}
 			e.Step = &stepEntry{k, rec}
 		}
@@ -342,35 +314,22 @@ func (j *journal) finish(key planexec.Key, epoch int64, run string, rec planexec
 	})
 }
 
-func (j *journal) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec planexec.StepRecord) error {
-	return j.finish(key, epoch, run, rec, func(c *claim) { c.State, c.Outcome = planexec.ClaimCompleted, outcome })
+func (j *journal) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec store.StepRecord) error {
+	return j.finish(key, epoch, run, rec, func(c *store.ClaimRow) { c.State, c.Outcome = store.ClaimCompleted, outcome })
 }
 
-func (j *journal) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, run string, rec planexec.StepRecord) error {
-	return j.finish(key, epoch, run, rec, func(c *claim) {
-		c.State = 0
-		if inDoubt {
-			c.State = planexec.ClaimInDoubt
-		}
-	})
+func (j *journal) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, run string, rec store.StepRecord) error {
+	return j.finish(key, epoch, run, rec, func(c *store.ClaimRow) { c.Release(inDoubt) })
 }
 
 func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolution) error {
 	return j.do(func() error {
 		c, ok := j.claims[key]
 		if !ok {
-			return planexec.ErrNoRecord
+			return store.ErrNoRecord
 		}
-		if c.State == planexec.ClaimAcquired && j.now().Before(c.Expires) {
-			return planexec.ErrInFlight
-		}
-		if c.State == planexec.ClaimCompleted {
-			return planexec.ErrCompleted
-		}
-		c.Epoch++
-		c.State, c.Outcome = 0, nil
-		if r.Applied {
-			c.State, c.Outcome = planexec.ClaimCompleted, r.Outcome
+		if err := c.Resolve(r, j.now()); err != nil {
+			return err
 		}
 		return j.write(entry{Claim: &claimEntry{key, c}})
 	})
@@ -381,7 +340,7 @@ func (j *journal) Decision(_ context.Context, tenant, requestID string) (planexe
 	err := j.do(func() error {
 		var ok bool
 		if d, ok = j.decisions[decisionKey{tenant, requestID}]; !ok {
-			return planexec.ErrNoRecord
+			return store.ErrNoRecord
 		}
 		return nil
 	})
@@ -409,6 +368,8 @@ func (j *journal) Counts(_ context.Context, run string) (map[string]int, error) 
 }
 
 var _ interface {
-	planexec.StepStore
+	planexec.PlanStore
+	planexec.IdempotencyStore
+	store.StepStore
 	planexec.ApprovalStore
 } = (*journal)(nil)

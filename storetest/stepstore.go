@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 func runStepStore(t *testing.T, open Open) {
@@ -14,20 +15,20 @@ func runStepStore(t *testing.T, open Open) {
 		t.Skip("Plans is not a StepStore that is also Idempotency: the executor writes claims and steps apart")
 	}
 	// setupSteps opens stores and saves a plan for run-1 of acme.
-	setupSteps := func(t *testing.T) (kit, planexec.StepStore) {
+	setupSteps := func(t *testing.T) (kit, stepStore) {
 		t.Helper()
 		k := setup(t, open)
 		ss, ok := stepStoreOf(k.Stores)
 		if !ok {
 			t.Fatalf("Open returned a StepStore once and not again")
 		}
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), planexec.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		return k, ss
 	}
 	// stepOf returns run-1's record of step id, if any.
-	stepOf := func(t *testing.T, k kit, id string) (planexec.StepRecord, bool) {
+	stepOf := func(t *testing.T, k kit, id string) (store.StepRecord, bool) {
 		t.Helper()
 		rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
 		if err != nil {
@@ -99,11 +100,11 @@ func runStepStore(t *testing.T, open Open) {
 		k.clk.Advance(lease + time.Second)
 		cur := k.acquire(t, theKey, "worker-b", true)
 		rec := doneStep("s2", "plan-1", k.clk.Now())
-		if err := ss.CompleteStep(k.ctx, theKey, old.Epoch, json.RawMessage(`"from a zombie"`), "run-1", rec); !errors.Is(err, planexec.ErrFenced) {
+		if err := ss.CompleteStep(k.ctx, theKey, old.Epoch, json.RawMessage(`"from a zombie"`), "run-1", rec); !errors.Is(err, store.ErrFenced) {
 			t.Errorf("CompleteStep under the old epoch: want ErrFenced, got %v", err)
 		}
 		for _, inDoubt := range []bool{false, true} {
-			if err := ss.ReleaseStep(k.ctx, theKey, old.Epoch, inDoubt, "run-1", doubtStep("s2", "plan-1", k.clk.Now())); !errors.Is(err, planexec.ErrFenced) {
+			if err := ss.ReleaseStep(k.ctx, theKey, old.Epoch, inDoubt, "run-1", doubtStep("s2", "plan-1", k.clk.Now())); !errors.Is(err, store.ErrFenced) {
 				t.Errorf("ReleaseStep (in doubt %v) under the old epoch: want ErrFenced, got %v", inDoubt, err)
 			}
 		}
@@ -117,7 +118,7 @@ func runStepStore(t *testing.T, open Open) {
 		k, ss := setupSteps(t)
 		c := k.acquire(t, theKey, "worker-a", false)
 		err := ss.CompleteStep(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR"`), "run-gone", doneStep("s2", "plan-1", k.clk.Now()))
-		if !errors.Is(err, planexec.ErrNoRecord) {
+		if !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("CompleteStep into a run never saved: want ErrNoRecord, got %v", err)
 		}
 		// Both or neither: the key is still the holder's, not completed.

@@ -12,6 +12,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // Stores are the stores under test, all over one backing (one database).
@@ -98,9 +99,17 @@ func (s Stores) store() planexec.PlanStore {
 	return apart{s.Plans, s.Idempotency, s.Approvals}
 }
 
-// oneWrite is a StepStore with decisions.
+// stepStore is a store with the one-transaction step write: plans, claims
+// and the capability that writes a step's claim and record together.
+type stepStore interface {
+	planexec.PlanStore
+	planexec.IdempotencyStore
+	store.StepStore
+}
+
+// oneWrite is a stepStore with decisions.
 type oneWrite struct {
-	planexec.StepStore
+	stepStore
 	planexec.ApprovalStore
 }
 
@@ -113,8 +122,8 @@ type apart struct {
 
 // stepStoreOf returns the stores' StepStore when the executor would use one:
 // Plans is a StepStore and the very value that is Idempotency.
-func stepStoreOf(s Stores) (planexec.StepStore, bool) {
-	ss, ok := s.Plans.(planexec.StepStore)
+func stepStoreOf(s Stores) (stepStore, bool) {
+	ss, ok := s.Plans.(stepStore)
 	if !ok || s.Idempotency == nil || !reflect.TypeOf(s.Plans).Comparable() || any(s.Plans) != any(s.Idempotency) {
 		return nil, false
 	}
@@ -202,7 +211,7 @@ func sameJSON(a, b any) bool {
 // state, epoch, holder and outcome, and lease expiries equal to the
 // microsecond (the finest a durable store is asked to keep). Parity tests
 // of a store against MemoryIdempotencyStore use it.
-func SameClaim(a, b planexec.Claim) bool {
+func SameClaim(a, b store.Claim) bool {
 	return a.State == b.State && a.Epoch == b.Epoch && a.Holder == b.Holder &&
 		bytes.Equal(a.Outcome, b.Outcome) &&
 		a.LeaseExpires.Truncate(time.Microsecond).Equal(b.LeaseExpires.Truncate(time.Microsecond))

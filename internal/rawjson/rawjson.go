@@ -199,3 +199,21 @@ func (r *restorer) members(i int, path []string) int {
 		}
 	}
 }
+
+// Marshal encodes v as encoding/json does, without HTML escaping and with
+// no trailing newline, then restores raws at the places path leads to (see
+// Restore): v holds raws there as json.RawMessage. With no path, it only
+// encodes.
+func Marshal(v any, path []string, raws []json.RawMessage) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	doc := bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	if len(path) == 0 {
+		return doc, nil
+	}
+	return Restore(doc, path, raws)
+}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // Claim states as the claims tables spell them; the stores' SQL spells
@@ -17,10 +17,6 @@ const (
 	// still holds.
 	StateFree = "free"
 )
-
-// ClaimFree is the state DecodeClaim gives a key given up, next to the
-// planexec claim states: anyone may take it.
-const ClaimFree planexec.ClaimState = 0
 
 // ClaimRow is what every store reads of a claims row to know what the
 // claim is. A store keeps the rest of the row (epoch, holder, lease) its
@@ -41,14 +37,14 @@ func EncodeOutcome(outcome json.RawMessage) []byte {
 	return outcome
 }
 
-// DecodeClaim checks the claims row of key and returns its state (ClaimFree
+// DecodeClaim checks the claims row of key and returns its state (store.ClaimFree
 // for a key given up) and, for a completed claim, its outcome (nil for an
-// empty one). A row of a newer layout wraps planexec.ErrNewerRecord. A row
+// empty one). A row of a newer layout wraps store.ErrNewerRecord. A row
 // with no version, a state this package never writes, or a completed claim
-// whose outcome is NULL or not JSON wraps planexec.ErrCorruptRecord: read as
+// whose outcome is NULL or not JSON wraps store.ErrCorruptRecord: read as
 // anything else, it could replay garbage as a step's outcome or run a
 // finished step again.
-func DecodeClaim(key planexec.Key, r ClaimRow) (planexec.ClaimState, json.RawMessage, error) {
+func DecodeClaim(key store.Key, r ClaimRow) (store.ClaimState, json.RawMessage, error) {
 	what := fmt.Sprintf("claim of key %s", key.Digest)
 	switch {
 	case r.Version > ClaimVersion:
@@ -58,21 +54,21 @@ func DecodeClaim(key planexec.Key, r ClaimRow) (planexec.ClaimState, json.RawMes
 	}
 	switch r.State {
 	case StateAcquired:
-		return planexec.ClaimAcquired, nil, nil
+		return store.ClaimAcquired, nil, nil
 	case StateInDoubt:
-		return planexec.ClaimInDoubt, nil, nil
+		return store.ClaimInDoubt, nil, nil
 	case StateFree:
-		return ClaimFree, nil, nil
+		return store.ClaimFree, nil, nil
 	case StateCompleted:
 		switch {
 		case r.Outcome == nil:
 			return 0, nil, corrupt(what, "completed without an outcome")
 		case len(r.Outcome) == 0:
-			return planexec.ClaimCompleted, nil, nil // completed with an empty outcome, as given
+			return store.ClaimCompleted, nil, nil // completed with an empty outcome, as given
 		case !json.Valid(r.Outcome):
 			return 0, nil, corrupt(what, "the outcome is not JSON")
 		}
-		return planexec.ClaimCompleted, r.Outcome, nil
+		return store.ClaimCompleted, r.Outcome, nil
 	}
 	return 0, nil, corrupt(what, fmt.Sprintf("state %q is none this package writes", r.State))
 }

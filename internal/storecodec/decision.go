@@ -22,8 +22,8 @@ func EncodeDecision(d planexec.Decision) ([]byte, error) {
 // request requestID, whose row's version column holds column. A document
 // of the first layout is carried over: its record_id is the request id,
 // "granted" is Approved, its reason is Why. A record of a newer layout wraps
-// planexec.ErrNewerRecord; one that is not of its layout, names another
-// request, or holds a status never written wraps planexec.ErrCorruptRecord.
+// store.ErrNewerRecord; one that is not of its layout, names another
+// request, or holds a status never written wraps store.ErrCorruptRecord.
 func DecodeDecision(requestID string, column int, doc []byte) (planexec.Decision, error) {
 	what := fmt.Sprintf("decision on request %q", requestID)
 	var probe json.RawMessage

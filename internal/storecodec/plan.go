@@ -1,12 +1,13 @@
 package storecodec
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/rawjson"
+	"github.com/planexec/planexec/store"
 )
 
 // PlanTimes says where a store keeps a plan's Created and Updated times,
@@ -17,7 +18,7 @@ const (
 	// TimesInColumns: the plan's row has columns for its times, and the
 	// document holds version, tenant, run_id, plan and status.
 	TimesInColumns PlanTimes = iota
-	// TimesInDocument: the document is what encoding a planexec.PlanRecord
+	// TimesInDocument: the document is what encoding a store.PlanRecord
 	// without its steps writes, its times included ("steps" is null: steps
 	// are rows of their own).
 	TimesInDocument
@@ -25,14 +26,14 @@ const (
 
 // planHead is what every plan document holds.
 type planHead struct {
-	Version int                 `json:"version"`
-	Tenant  string              `json:"tenant"`
-	RunID   string              `json:"run_id"`
-	Plan    planexec.Plan       `json:"plan"`
-	Status  planexec.PlanStatus `json:"status"`
+	Version int              `json:"version"`
+	Tenant  string           `json:"tenant"`
+	RunID   string           `json:"run_id"`
+	Plan    json.RawMessage  `json:"plan"`
+	Status  store.PlanStatus `json:"status"`
 }
 
-// timedPlan is a plan document with its times, in planexec.PlanRecord's
+// timedPlan is a plan document with its times, in store.PlanRecord's
 // order. Reading, it serves either layout.
 type timedPlan struct {
 	planHead
@@ -41,28 +42,20 @@ type timedPlan struct {
 	Updated time.Time       `json:"updated"`
 }
 
-// argumentsPath leads from a plan's document to each step's arguments.
-var argumentsPath = []string{"plan", "steps", rawjson.Each, "arguments"}
+// planPath leads from a plan record's document to its plan's.
+var planPath = []string{"plan"}
 
-// EncodePlan renders rec's document at PlanVersion, without its steps, each
-// step's arguments byte for byte as the planner wrote them (encoding/json
-// alone would compact them). times says whether the document holds rec's
+// EncodePlan renders rec's document at PlanVersion, without its steps, its
+// plan's document byte for byte as the executor wrote it (encoding/json
+// alone would compact it). times says whether the document holds rec's
 // Created and Updated.
-func EncodePlan(rec *planexec.PlanRecord, times PlanTimes) ([]byte, error) {
+func EncodePlan(rec *store.PlanRecord, times PlanTimes) ([]byte, error) {
 	head := planHead{Version: PlanVersion, Tenant: rec.Tenant, RunID: rec.RunID, Plan: rec.Plan, Status: rec.Status}
 	var v any = head
 	if times == TimesInDocument {
 		v = timedPlan{planHead: head, Created: rec.Created, Updated: rec.Updated}
 	}
-	doc, err := encode(v)
-	if err != nil {
-		return nil, err
-	}
-	args := make([]json.RawMessage, len(rec.Plan.Steps))
-	for i, s := range rec.Plan.Steps {
-		args[i] = s.Arguments
-	}
-	return rawjson.Restore(doc, argumentsPath, args)
+	return rawjson.Marshal(v, planPath, []json.RawMessage{rec.Plan})
 }
 
 // DecodePlan checks and decodes the stored plan document of run runID of
@@ -70,10 +63,10 @@ func EncodePlan(rec *planexec.PlanRecord, times PlanTimes) ([]byte, error) {
 // has an empty Steps map to fill from the step rows; its Created and
 // Updated are the document's, zero when it holds none (a store that keeps
 // them in columns sets them from those). A record of a newer layout wraps
-// planexec.ErrNewerRecord; one that is not of the layout, names another
-// tenant or run, or holds a status never written wraps
-// planexec.ErrCorruptRecord.
-func DecodePlan(tenant, runID string, column int, doc []byte) (*planexec.PlanRecord, error) {
+// store.ErrNewerRecord; one that is not of the layout, names another
+// tenant or run, holds no plan or a status never written wraps
+// store.ErrCorruptRecord.
+func DecodePlan(tenant, runID string, column int, doc []byte) (*store.PlanRecord, error) {
 	what := fmt.Sprintf("plan of run %q", runID)
 	var d timedPlan
 	if err := decodeDoc(what, column, PlanVersion, doc, &d); err != nil {
@@ -83,12 +76,18 @@ func DecodePlan(tenant, runID string, column int, doc []byte) (*planexec.PlanRec
 		return nil, corrupt(what, fmt.Sprintf("the record names tenant %q, run %q", d.Tenant, d.RunID))
 	}
 	switch d.Status {
-	case planexec.PlanRunning, planexec.PlanAwaitingApproval, planexec.PlanCompleted, planexec.PlanFailed:
+	case store.PlanRunning, store.PlanAwaitingApproval, store.PlanCompleted, store.PlanFailed:
 	default:
 		return nil, corrupt(what, fmt.Sprintf("status %q is none this package writes", d.Status))
 	}
-	return &planexec.PlanRecord{Version: d.Version, Tenant: d.Tenant, RunID: d.RunID, Plan: d.Plan, Status: d.Status,
-		Steps: map[string]planexec.StepRecord{}, Created: d.Created, Updated: d.Updated}, nil
+	var plan struct {
+		ID *string `json:"id"`
+	}
+	if p := bytes.TrimSpace(d.Plan); len(p) == 0 || p[0] != '{' || json.Unmarshal(p, &plan) != nil || plan.ID == nil {
+		return nil, corrupt(what, "the record holds no plan")
+	}
+	return &store.PlanRecord{Version: d.Version, Tenant: d.Tenant, RunID: d.RunID, PlanID: *plan.ID, Plan: d.Plan, Status: d.Status,
+		Steps: map[string]store.StepRecord{}, Created: d.Created, Updated: d.Updated}, nil
 }
 
 // CheckReplace refuses to replace the stored plan record of run runID, as
@@ -116,33 +115,33 @@ func CheckReplace(runID string, column int, doc []byte) (created time.Time, err 
 // stepDoc is a step's document: the planexec type with a version.
 type stepDoc struct {
 	Version int `json:"version"`
-	planexec.StepRecord
+	store.StepRecord
 }
 
 // EncodeStep renders a step's document at PlanVersion.
-func EncodeStep(st planexec.StepRecord) ([]byte, error) {
+func EncodeStep(st store.StepRecord) ([]byte, error) {
 	return encode(stepDoc{Version: PlanVersion, StepRecord: st})
 }
 
 // DecodeStep checks and decodes the stored document of step stepID of run
 // runID, whose row's version column holds column. A record of a newer
-// layout wraps planexec.ErrNewerRecord; one that is not of the layout,
+// layout wraps store.ErrNewerRecord; one that is not of the layout,
 // names another step, or holds a status never written wraps
-// planexec.ErrCorruptRecord.
-func DecodeStep(runID, stepID string, column int, doc []byte) (planexec.StepRecord, error) {
+// store.ErrCorruptRecord.
+func DecodeStep(runID, stepID string, column int, doc []byte) (store.StepRecord, error) {
 	what := fmt.Sprintf("step %q of run %q", stepID, runID)
 	var d stepDoc
 	if err := decodeDoc(what, column, PlanVersion, doc, &d); err != nil {
-		return planexec.StepRecord{}, err
+		return store.StepRecord{}, err
 	}
 	if d.StepID != stepID {
-		return planexec.StepRecord{}, corrupt(what, fmt.Sprintf("the record names step %q", d.StepID))
+		return store.StepRecord{}, corrupt(what, fmt.Sprintf("the record names step %q", d.StepID))
 	}
 	// A status read as something else would let a finished step run again.
 	switch d.Status {
-	case planexec.StepDone, planexec.StepFailed, planexec.StepInDoubt:
+	case store.StepDone, store.StepFailed, store.StepInDoubt:
 	default:
-		return planexec.StepRecord{}, corrupt(what, fmt.Sprintf("status %q is none this package writes", d.Status))
+		return store.StepRecord{}, corrupt(what, fmt.Sprintf("status %q is none this package writes", d.Status))
 	}
 	return d.StepRecord, nil
 }

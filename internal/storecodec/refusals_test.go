@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // What a test wants of a record: read, or refused as newer or as corrupt.
 var (
 	wantRead    error
-	wantNewer   = planexec.ErrNewerRecord
-	wantCorrupt = planexec.ErrCorruptRecord
+	wantNewer   = store.ErrNewerRecord
+	wantCorrupt = store.ErrCorruptRecord
 )
 
 // checkRefusal fails t unless err is the refusal want: nil, or wrapping
@@ -27,7 +28,7 @@ func checkRefusal(t *testing.T, err, want error) {
 	case want == nil:
 	case !errors.Is(err, want):
 		t.Fatalf("got %v; want an error wrapping %v", err, want)
-	case errors.Is(err, planexec.ErrNewerRecord) && errors.Is(err, planexec.ErrCorruptRecord):
+	case errors.Is(err, store.ErrNewerRecord) && errors.Is(err, store.ErrCorruptRecord):
 		t.Fatalf("%v: both newer and corrupt", err)
 	}
 }
@@ -64,6 +65,8 @@ func TestPlanRecordsTheStoresCannotReadAreRefused(t *testing.T) {
 		{"that is empty", "acme", 1, ``, wantCorrupt},
 		{"that is cut short", "acme", 1, doc(`"version":1`)[:40], wantCorrupt},
 		{"whose plan is not an object", "acme", 1, `{"version":1,"tenant":"acme","run_id":"run-1","plan":5,"status":"running"}`, wantCorrupt},
+		{"whose plan is null", "acme", 1, `{"version":1,"tenant":"acme","run_id":"run-1","plan":null,"status":"running"}`, wantCorrupt},
+		{"whose plan names no id", "acme", 1, `{"version":1,"tenant":"acme","run_id":"run-1","plan":{"goal":"g"},"status":"running"}`, wantCorrupt},
 		{"naming another tenant", "globex", 1, doc(`"version":1`), wantCorrupt},
 		{"naming another run", "acme", 1, `{"version":1,"tenant":"acme","run_id":"run-2",` + plan1 + `,"status":"running"}`, wantCorrupt},
 		{"with a status never written", "acme", 1, `{"version":1,"tenant":"acme","run_id":"run-1",` + plan1 + `,"status":"archived"}`, wantCorrupt},
@@ -72,7 +75,7 @@ func TestPlanRecordsTheStoresCannotReadAreRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec, err := DecodePlan(c.tenant, "run-1", c.column, []byte(c.doc))
 			checkRefusal(t, err, c.want)
-			if err == nil && (rec.RunID != "run-1" || rec.Plan.ID != "p1" || rec.Steps == nil) {
+			if err == nil && (rec.RunID != "run-1" || rec.PlanID != "p1" || rec.Steps == nil) {
 				t.Errorf("DecodePlan = %+v", rec)
 			}
 		})
@@ -152,14 +155,14 @@ func TestClaimRowsTheStoresCannotReadAreRefused(t *testing.T) {
 		name    string
 		row     ClaimRow
 		want    error
-		state   planexec.ClaimState
+		state   store.ClaimState
 		outcome string
 	}{
-		{"acquired", ClaimRow{State: "acquired", Version: 1}, wantRead, planexec.ClaimAcquired, ""},
-		{"in doubt", ClaimRow{State: "in_doubt", Version: 1}, wantRead, planexec.ClaimInDoubt, ""},
-		{"free", ClaimRow{State: "free", Version: 1}, wantRead, ClaimFree, ""},
-		{"completed", ClaimRow{State: "completed", Outcome: []byte(`{"pnr":"PNR-1"}`), Version: 1}, wantRead, planexec.ClaimCompleted, `{"pnr":"PNR-1"}`},
-		{"completed with an empty outcome", ClaimRow{State: "completed", Outcome: []byte{}, Version: 1}, wantRead, planexec.ClaimCompleted, ""},
+		{"acquired", ClaimRow{State: "acquired", Version: 1}, wantRead, store.ClaimAcquired, ""},
+		{"in doubt", ClaimRow{State: "in_doubt", Version: 1}, wantRead, store.ClaimInDoubt, ""},
+		{"free", ClaimRow{State: "free", Version: 1}, wantRead, store.ClaimFree, ""},
+		{"completed", ClaimRow{State: "completed", Outcome: []byte(`{"pnr":"PNR-1"}`), Version: 1}, wantRead, store.ClaimCompleted, `{"pnr":"PNR-1"}`},
+		{"completed with an empty outcome", ClaimRow{State: "completed", Outcome: []byte{}, Version: 1}, wantRead, store.ClaimCompleted, ""},
 		{"of a newer layout", ClaimRow{State: "free", Version: 2}, wantNewer, 0, ""},
 		{"of a newer layout, in a state this package does not know", ClaimRow{State: "parked", Version: 2}, wantNewer, 0, ""},
 		{"with no version", ClaimRow{State: "free"}, wantCorrupt, 0, ""},

@@ -15,15 +15,15 @@
 //
 // A record a store cannot read is refused, never misread. A version newer
 // than this package's, in the column or in the document, is an error
-// wrapping [planexec.ErrNewerRecord]: it is checked first, so that a record
+// wrapping [store.ErrNewerRecord]: it is checked first, so that a record
 // of a newer layout is never called corrupt. A record that is damaged is
-// an error wrapping [planexec.ErrCorruptRecord]: a document that is not a
+// an error wrapping [store.ErrCorruptRecord]: a document that is not a
 // JSON object of its layout, a version missing from the column or the
 // document, a record naming another run, step or request than its row, a
 // status (for a claim, a state) this package never writes, a completed
 // claim whose outcome is NULL or not JSON. Read as anything else, such a
 // record could run a finished step again or replay garbage as an outcome.
-// The stores wrap these errors in their *planexec.StoreError.
+// The stores wrap these errors in their *store.Error.
 //
 // # What stays with each store
 //
@@ -38,13 +38,14 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/rawjson"
+	"github.com/planexec/planexec/store"
 )
 
 // The layout versions the stores write, and the newest they read.
 const (
 	// PlanVersion is the layout of plan and step records.
-	PlanVersion = planexec.PlanRecordVersion
+	PlanVersion = store.RecordVersion
 	// DecisionVersion is the layout of decision records. 2: bound to a
 	// request ("request_id", "why", "approved"); 1 is read and carried over.
 	DecisionVersion = 2
@@ -54,40 +55,32 @@ const (
 
 // CheckWritable refuses to write a plan record that claims a layout this
 // package does not know: a version newer than PlanVersion wraps
-// planexec.ErrNewerRecord, a negative one planexec.ErrCorruptRecord. Zero
+// store.ErrNewerRecord, a negative one store.ErrCorruptRecord. Zero
 // (a record that does not say) is written at PlanVersion.
 func CheckWritable(version int) error {
 	switch {
 	case version > PlanVersion:
-		return fmt.Errorf("record version %d is newer than this package's %d: %w", version, PlanVersion, planexec.ErrNewerRecord)
+		return fmt.Errorf("record version %d is newer than this package's %d: %w", version, PlanVersion, store.ErrNewerRecord)
 	case version < 0:
-		return fmt.Errorf("record version %d: %w", version, planexec.ErrCorruptRecord)
+		return fmt.Errorf("record version %d: %w", version, store.ErrCorruptRecord)
 	}
 	return nil
 }
 
 // newer is the refusal of a record of a newer layout; what names the record.
 func newer(what string, version, newest int) error {
-	return fmt.Errorf("%s: written in layout version %d, newer than this package's %d: %w", what, version, newest, planexec.ErrNewerRecord)
+	return fmt.Errorf("%s: written in layout version %d, newer than this package's %d: %w", what, version, newest, store.ErrNewerRecord)
 }
 
 // corrupt is the refusal of a damaged record; what names it, why says what
 // is wrong with it.
 func corrupt(what, why string) error {
-	return fmt.Errorf("%s: %w: %s", what, planexec.ErrCorruptRecord, why)
+	return fmt.Errorf("%s: %w: %s", what, store.ErrCorruptRecord, why)
 }
 
 // encode renders a record. Raw JSON in it (outcomes) keeps its characters:
 // no HTML escaping.
-func encode(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+func encode(v any) ([]byte, error) { return rawjson.Marshal(v, nil, nil) }
 
 // decodeDoc decodes a stored document into v after checking its versions:
 // column's (its row's) and the document's own. Either newer than newest is

@@ -3,7 +3,7 @@
 // single-process services that need no durability.
 //
 // It has every capability the durable stores have, the one-transaction step
-// write (planexec.StepStore) among them, so code tested against it runs the
+// write (store.StepStore) among them, so code tested against it runs the
 // same paths against SQLite or Postgres. It does not outlive the process.
 package memory
 
@@ -11,11 +11,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // Store keeps plans, steps, claims and decisions in memory. It is safe for
@@ -24,13 +24,13 @@ type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
 	runs      map[[2]string]*run
-	claims    map[planexec.Key]*claim
-	slab      []claim // claims not yet handed out: see newClaim
+	claims    map[store.Key]*store.ClaimRow
+	slab      []store.ClaimRow // claim rows not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
 }
 
 var (
-	_ planexec.StepStore     = (*Store)(nil)
+	_ store.StepStore        = (*Store)(nil)
 	_ planexec.ApprovalStore = (*Store)(nil)
 )
 
@@ -46,7 +46,7 @@ func New(opts ...Option) *Store {
 	s := &Store{
 		now:       time.Now,
 		runs:      map[[2]string]*run{},
-		claims:    map[planexec.Key]*claim{},
+		claims:    map[store.Key]*store.ClaimRow{},
 		decisions: map[[2]string]planexec.Decision{},
 	}
 	for _, o := range opts {
@@ -61,30 +61,29 @@ func New(opts ...Option) *Store {
 // run is what the store keeps of one run: its record, with Steps left nil,
 // and its steps, carved from slabs as claims are.
 type run struct {
-	rec   planexec.PlanRecord
-	steps map[string]*planexec.StepRecord
-	slab  []planexec.StepRecord // step records not yet handed out
+	rec   store.PlanRecord
+	steps map[string]*store.StepRecord
+	slab  []store.StepRecord // step records not yet handed out
 }
 
 // SavePlan implements planexec.PlanStore.
-func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
+func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{rec.Tenant, rec.RunID}
 	r, ok := s.runs[k]
-	if ok && r.rec.Plan.ID == rec.Plan.ID {
+	if ok && r.rec.PlanID == rec.PlanID {
 		plan, created := r.rec.Plan, r.rec.Created
 		r.rec = *rec
 		r.rec.Created = created
 		// A run saves its plan as it starts and again as it ends: keep the
 		// copy already made when nothing in the plan changed.
-		if r.rec.Plan = plan; !samePlan(plan, rec.Plan) {
-			r.rec.Plan = clonePlan(rec.Plan)
+		if r.rec.Plan = plan; !bytes.Equal(plan, rec.Plan) {
+			r.rec.Plan = clone(rec.Plan)
 		}
 	} else {
-		r = &run{rec: *rec, steps: make(map[string]*planexec.StepRecord, len(rec.Plan.Steps))}
-		r.rec.Plan = clonePlan(rec.Plan)
-		r.slab = make([]planexec.StepRecord, len(rec.Plan.Steps))
+		r = &run{rec: *rec, steps: map[string]*store.StepRecord{}}
+		r.rec.Plan = clone(rec.Plan)
 		s.runs[k] = r
 	}
 	r.rec.Steps = nil
@@ -92,13 +91,13 @@ func (s *Store) SavePlan(_ context.Context, rec *planexec.PlanRecord) error {
 }
 
 // SaveStep implements planexec.PlanStore.
-func (s *Store) SaveStep(_ context.Context, tenant, runID string, step planexec.StepRecord) error {
+func (s *Store) SaveStep(_ context.Context, tenant, runID string, step store.StepRecord) error {
 	step.Outcome = clone(step.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	}
 	r.saveStep(step)
 	return nil
@@ -106,11 +105,11 @@ func (s *Store) SaveStep(_ context.Context, tenant, runID string, step planexec.
 
 // saveStep writes a step record whose outcome is the store's own copy.
 // Callers hold the store's mu.
-func (r *run) saveStep(step planexec.StepRecord) {
+func (r *run) saveStep(step store.StepRecord) {
 	p, ok := r.steps[step.StepID]
 	if !ok {
 		if len(r.slab) == 0 {
-			r.slab = make([]planexec.StepRecord, 16)
+			r.slab = make([]store.StepRecord, 16)
 		}
 		p, r.slab = &r.slab[0], r.slab[1:]
 		r.steps[step.StepID] = p
@@ -122,16 +121,16 @@ func (r *run) saveStep(step planexec.StepRecord) {
 }
 
 // LoadPlan implements planexec.PlanStore.
-func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
+func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*store.PlanRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.runs[[2]string{tenant, runID}]
 	if !ok {
-		return nil, planexec.ErrNoRecord
+		return nil, store.ErrNoRecord
 	}
 	c := r.rec
-	c.Plan = clonePlan(r.rec.Plan)
-	c.Steps = make(map[string]planexec.StepRecord, len(r.steps))
+	c.Plan = clone(r.rec.Plan)
+	c.Steps = make(map[string]store.StepRecord, len(r.steps))
 	for id, st := range r.steps {
 		st := *st
 		st.Outcome = clone(st.Outcome)
@@ -154,7 +153,7 @@ func (s *Store) Decision(_ context.Context, tenant, requestID string) (planexec.
 	defer s.mu.Unlock()
 	d, ok := s.decisions[[2]string{tenant, requestID}]
 	if !ok {
-		return planexec.Decision{}, planexec.ErrNoRecord
+		return planexec.Decision{}, store.ErrNoRecord
 	}
 	return d, nil
 }
@@ -167,52 +166,30 @@ func (s *Store) SaveDecision(_ context.Context, tenant string, d planexec.Decisi
 	return nil
 }
 
-// claimFree marks a key given up; it keeps its epoch so fencing still holds.
-const claimFree planexec.ClaimState = 0
-
-type claim struct {
-	state   planexec.ClaimState
-	epoch   int64
-	holder  string
-	expires time.Time
-	outcome json.RawMessage
-}
-
 // Claim implements planexec.IdempotencyStore.
-func (s *Store) Claim(_ context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+func (s *Store) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	c, ok := s.claims[req.Key]
-	if !ok {
+	if ok {
+		if answer, take := c.Answer(req, now); !take {
+			answer.Outcome = clone(answer.Outcome)
+			return answer, nil
+		}
+	} else {
 		c = s.newClaim()
 		s.claims[req.Key] = c
-	} else {
-		switch c.state {
-		case planexec.ClaimCompleted:
-			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: c.epoch, Outcome: clone(c.outcome)}, nil
-		case planexec.ClaimInDoubt:
-			return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.epoch, Holder: c.holder}, nil
-		case planexec.ClaimAcquired:
-			if now.Before(c.expires) {
-				return planexec.Claim{State: planexec.ClaimHeld, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
-			}
-			if !req.TakeOver {
-				return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
-			}
-		}
 	}
-	c.state, c.holder, c.expires, c.outcome = planexec.ClaimAcquired, req.Holder, now.Add(req.Lease), nil
-	c.epoch++
-	return planexec.Claim{State: planexec.ClaimAcquired, Epoch: c.epoch, Holder: c.holder, LeaseExpires: c.expires}, nil
+	return c.Take(req, now), nil
 }
 
-// newClaim returns a new claim. Claims are never deleted, so they are
+// newClaim returns a new claim row. Claims are never deleted, so they are
 // carved from slabs: one allocation for many steps' claims. Callers hold
 // s.mu.
-func (s *Store) newClaim() *claim {
+func (s *Store) newClaim() *store.ClaimRow {
 	if len(s.slab) == 0 {
-		s.slab = make([]claim, 64)
+		s.slab = make([]store.ClaimRow, 64)
 	}
 	c := &s.slab[0]
 	s.slab = s.slab[1:]
@@ -220,31 +197,31 @@ func (s *Store) newClaim() *claim {
 }
 
 // held returns the claim if epoch still holds it. Callers hold s.mu.
-func (s *Store) held(key planexec.Key, epoch int64) (*claim, error) {
+func (s *Store) held(key store.Key, epoch int64) (*store.ClaimRow, error) {
 	c, ok := s.claims[key]
 	if !ok {
-		return nil, planexec.ErrNoRecord
+		return nil, store.ErrNoRecord
 	}
-	if c.epoch != epoch || c.state != planexec.ClaimAcquired {
-		return nil, planexec.ErrFenced
+	if !c.Holds(epoch) {
+		return nil, store.ErrFenced
 	}
 	return c, nil
 }
 
 // Extend implements planexec.IdempotencyStore.
-func (s *Store) Extend(_ context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+func (s *Store) Extend(_ context.Context, key store.Key, epoch int64, lease time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, err := s.held(key, epoch)
 	if err != nil {
 		return err
 	}
-	c.expires = s.now().Add(lease)
+	c.LeaseExpires = s.now().Add(lease)
 	return nil
 }
 
 // Complete implements planexec.IdempotencyStore.
-func (s *Store) Complete(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+func (s *Store) Complete(_ context.Context, key store.Key, epoch int64, outcome json.RawMessage) error {
 	outcome = clone(outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -252,59 +229,46 @@ func (s *Store) Complete(_ context.Context, key planexec.Key, epoch int64, outco
 }
 
 // complete records outcome, the store's own copy. Callers hold s.mu.
-func (s *Store) complete(key planexec.Key, epoch int64, outcome json.RawMessage) error {
+func (s *Store) complete(key store.Key, epoch int64, outcome json.RawMessage) error {
 	c, err := s.held(key, epoch)
 	if err != nil {
 		return err
 	}
-	c.state, c.outcome = planexec.ClaimCompleted, outcome
+	c.State, c.Outcome = store.ClaimCompleted, outcome
 	return nil
 }
 
 // Release implements planexec.IdempotencyStore.
-func (s *Store) Release(_ context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+func (s *Store) Release(_ context.Context, key store.Key, epoch int64, inDoubt bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.release(key, epoch, inDoubt)
 }
 
-func (s *Store) release(key planexec.Key, epoch int64, inDoubt bool) error {
+func (s *Store) release(key store.Key, epoch int64, inDoubt bool) error {
 	c, err := s.held(key, epoch)
 	if err != nil {
 		return err
 	}
-	c.state = claimFree
-	if inDoubt {
-		c.state = planexec.ClaimInDoubt
-	}
+	c.Release(inDoubt)
 	return nil
 }
 
 // Resolve implements planexec.IdempotencyStore.
-func (s *Store) Resolve(_ context.Context, key planexec.Key, r planexec.Resolution) error {
+func (s *Store) Resolve(_ context.Context, key store.Key, r store.Resolution) error {
+	r.Outcome = clone(r.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.claims[key]
 	if !ok {
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	}
-	if c.state == planexec.ClaimAcquired && s.now().Before(c.expires) {
-		return planexec.ErrInFlight
-	}
-	if c.state == planexec.ClaimCompleted {
-		return planexec.ErrCompleted
-	}
-	c.epoch++
-	c.state, c.outcome = claimFree, nil
-	if r.Applied {
-		c.state, c.outcome = planexec.ClaimCompleted, clone(r.Outcome)
-	}
-	return nil
+	return c.Resolve(r, s.now())
 }
 
-// CompleteStep implements planexec.StepStore: the claim and the step record
+// CompleteStep implements store.StepStore: the claim and the step record
 // are written together or not at all.
-func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
+func (s *Store) CompleteStep(_ context.Context, key store.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
 	// One copy serves the claim and the record: the store hands out
 	// neither without copying it again.
 	same := bytes.Equal(rec.Outcome, outcome) && (rec.Outcome == nil) == (outcome == nil)
@@ -318,7 +282,7 @@ func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, o
 	defer s.mu.Unlock()
 	r, ok := s.runs[[2]string{key.Tenant, runID}]
 	if !ok {
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	}
 	if err := s.complete(key, epoch, outcome); err != nil {
 		return err
@@ -327,15 +291,15 @@ func (s *Store) CompleteStep(_ context.Context, key planexec.Key, epoch int64, o
 	return nil
 }
 
-// ReleaseStep implements planexec.StepStore: the claim and the step record
+// ReleaseStep implements store.StepStore: the claim and the step record
 // are written together or not at all.
-func (s *Store) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
+func (s *Store) ReleaseStep(_ context.Context, key store.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
 	rec.Outcome = clone(rec.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.runs[[2]string{key.Tenant, runID}]
 	if !ok {
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	}
 	if err := s.release(key, epoch, inDoubt); err != nil {
 		return err
@@ -349,50 +313,4 @@ func clone(b json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return append(json.RawMessage(nil), b...)
-}
-
-// samePlan reports whether copying b would give a, a copy clonePlan made.
-func samePlan(a, b planexec.Plan) bool {
-	if a.ID != b.ID || a.Goal != b.Goal || a.Revision != b.Revision || len(a.Steps) != len(b.Steps) {
-		return false
-	}
-	for i := range a.Steps {
-		x, y := &a.Steps[i], &b.Steps[i]
-		if x.ID != y.ID || x.Tool != y.Tool || x.Intent != y.Intent ||
-			!bytes.Equal(x.Arguments, y.Arguments) || !slices.Equal(x.DependsOn, y.DependsOn) {
-			return false
-		}
-	}
-	return true
-}
-
-// clonePlan copies p's steps, their arguments and dependencies. The
-// arguments of all steps share one allocation, as do their dependencies;
-// each slice is capped at its own length, so appending to one copies it
-// rather than writing over the next.
-func clonePlan(p planexec.Plan) planexec.Plan {
-	size, deps := 0, 0
-	for _, st := range p.Steps {
-		size += len(st.Arguments)
-		deps += len(st.DependsOn)
-	}
-	args, on := make([]byte, 0, size), make([]string, 0, deps)
-	c := p
-	c.Steps = make([]planexec.Step, len(p.Steps))
-	for i, st := range p.Steps {
-		// Empty arguments and dependencies are kept as nil, as a copy by
-		// append would keep them.
-		a, d := st.Arguments, st.DependsOn
-		st.Arguments, st.DependsOn = nil, nil
-		if len(a) > 0 {
-			args = append(args, a...)
-			st.Arguments = args[len(args)-len(a) : len(args) : len(args)]
-		}
-		if len(d) > 0 {
-			on = append(on, d...)
-			st.DependsOn = on[len(on)-len(d) : len(on) : len(on)]
-		}
-		c.Steps[i] = st
-	}
-	return c
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -15,9 +16,9 @@ const lease = 10 * time.Second
 var key = planexec.Key{Tenant: "acme", Digest: "sha256:0a1b"}
 
 // claim claims key for holder.
-func claim(t *testing.T, s *memory.Store, holder string, takeOver bool) planexec.Claim {
+func claim(t *testing.T, s *memory.Store, holder string, takeOver bool) store.Claim {
 	t.Helper()
-	c, err := s.Claim(context.Background(), planexec.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "book_flight", Holder: holder, Lease: lease, TakeOver: takeOver})
+	c, err := s.Claim(context.Background(), store.ClaimRequest{Key: key, RunID: "run-1", StepID: "s1", Tool: "book_flight", Holder: holder, Lease: lease, TakeOver: takeOver})
 	if err != nil {
 		t.Fatalf("Claim by %s: %v", holder, err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
+	"github.com/planexec/planexec/store"
 )
 
 const (
@@ -19,9 +20,9 @@ ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, status
 )
 
 // Decision implements planexec.ApprovalStore. A decision written by a newer
-// version of this package is a *planexec.StoreError wrapping
-// planexec.ErrNewerRecord; one that cannot be decoded, or that holds a
-// status this package never writes, wraps planexec.ErrCorruptRecord.
+// version of this package is a *store.Error wrapping
+// store.ErrNewerRecord; one that cannot be decoded, or that holds a
+// status this package never writes, wraps store.ErrCorruptRecord.
 func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
 	const op = "decision"
 	var (
@@ -30,7 +31,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	)
 	err := s.scan(ctx, s.q.decision, []any{tenant, requestID}, &version, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return planexec.Decision{}, planexec.ErrNoRecord
+		return planexec.Decision{}, store.ErrNoRecord
 	}
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/storetest"
 )
 
@@ -26,11 +27,11 @@ func BenchmarkPostgresStep(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		id := "s" + strconv.Itoa(i)
 		key := planexec.Key{Tenant: "acme", Digest: "key-" + id}
-		c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, RunID: "bench", StepID: id, Tool: "book_flight", Holder: "bench", Lease: time.Minute})
-		if err != nil || c.State != planexec.ClaimAcquired {
+		c, err := s.Claim(ctx, store.ClaimRequest{Key: key, RunID: "bench", StepID: id, Tool: "book_flight", Holder: "bench", Lease: time.Minute})
+		if err != nil || c.State != store.ClaimAcquired {
 			b.Fatalf("Claim: %+v, %v", c, err)
 		}
-		rec := planexec.StepRecord{StepID: id, PlanID: "p1", Tool: "book_flight", Status: planexec.StepDone, Outcome: outcome, Key: key.Digest, Finished: time.Now()}
+		rec := store.StepRecord{StepID: id, PlanID: "p1", Tool: "book_flight", Status: planexec.StepDone, Outcome: outcome, Key: key.Digest, Finished: time.Now()}
 		if err := s.CompleteStep(ctx, key, c.Epoch, outcome, "bench", rec); err != nil {
 			b.Fatal(err)
 		}

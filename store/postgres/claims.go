@@ -12,6 +12,7 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
+	"github.com/planexec/planexec/store"
 )
 
 // claimSQL takes a key: an insert for a new key; an update of the existing
@@ -67,7 +68,7 @@ const claimAttempts = 8
 
 // Claim implements planexec.IdempotencyStore. Acquiring a key takes one
 // round trip; finding it taken, two.
-func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.Claim, error) {
+func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	const op = "claim"
 	k := req.Key
 	now := s.now()
@@ -79,56 +80,39 @@ func (s *Store) Claim(ctx context.Context, req planexec.ClaimRequest) (planexec.
 		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver, storecodec.ClaimVersion},
 			&epoch, &expires)
 		if err == nil {
-			return planexec.Claim{State: planexec.ClaimAcquired, Epoch: epoch, Holder: req.Holder, LeaseExpires: expires.Time}, nil
+			return store.Claim{State: store.ClaimAcquired, Epoch: epoch, Holder: req.Holder, LeaseExpires: expires.Time}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return planexec.Claim{}, storeErr(op, err)
+			return store.Claim{}, storeErr(op, err)
 		}
 		// Claims are never deleted, so the row the insert met is there.
 		row, at, err := s.held(ctx, k, now)
 		if err != nil {
-			return planexec.Claim{}, storeErr(op, err)
+			return store.Claim{}, storeErr(op, err)
 		}
-		state, outcome, err := storecodec.DecodeClaim(k, row.ClaimRow)
-		if err != nil {
-			return planexec.Claim{}, storeErr(op, err)
-		}
-		switch state {
-		case planexec.ClaimCompleted:
-			return planexec.Claim{State: planexec.ClaimCompleted, Epoch: row.epoch, Outcome: outcome}, nil
-		case planexec.ClaimInDoubt:
-			return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: row.epoch, Holder: row.holder}, nil
-		case planexec.ClaimAcquired:
-			if at.Before(row.expires) {
-				return planexec.Claim{State: planexec.ClaimHeld, Epoch: row.epoch, Holder: row.holder, LeaseExpires: row.expires}, nil
-			}
-			if !req.TakeOver {
-				return planexec.Claim{State: planexec.ClaimInDoubt, Epoch: row.epoch, Holder: row.holder, LeaseExpires: row.expires}, nil
-			}
+		if c, take := row.Answer(req, at); !take {
+			return c, nil
 		}
 		// Free, or a lease that ran out for a caller who may take it over:
 		// the key changed between the two statements. Try again.
 	}
-	return planexec.Claim{}, storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", k.Digest, claimAttempts))
+	return store.Claim{}, storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", k.Digest, claimAttempts))
 }
 
-// claimRow is a row of the claims table as read.
-type claimRow struct {
-	storecodec.ClaimRow
-	epoch   int64
-	holder  string
-	expires time.Time
-}
-
-// held reads a key's row, and the time its lease is judged by.
-func (s *Store) held(ctx context.Context, key planexec.Key, now any) (claimRow, time.Time, error) {
+// held reads and checks a key's row, and the time its lease is judged by.
+func (s *Store) held(ctx context.Context, key store.Key, now any) (store.ClaimRow, time.Time, error) {
 	var (
-		r           claimRow
+		r           storecodec.ClaimRow
+		c           store.ClaimRow
 		expires, at pgtype.Timestamptz
 	)
-	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.State, &r.epoch, &r.holder, &expires, &r.Outcome, &r.Version, &at)
-	r.expires = expires.Time
-	return r, at.Time, err
+	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.State, &c.Epoch, &c.Holder, &expires, &r.Outcome, &r.Version, &at)
+	if err != nil {
+		return c, at.Time, err
+	}
+	c.LeaseExpires = expires.Time
+	c.State, c.Outcome, err = storecodec.DecodeClaim(key, r)
+	return c, at.Time, err
 }
 
 // Extend implements planexec.IdempotencyStore.
@@ -160,9 +144,9 @@ func (s *Store) fencedWrite(ctx context.Context, op, sql string, key planexec.Ke
 	if exists, err := s.claimExists(ctx, key); err != nil {
 		return storeErr(op, err)
 	} else if exists {
-		return planexec.ErrFenced
+		return store.ErrFenced
 	}
-	return planexec.ErrNoRecord
+	return store.ErrNoRecord
 }
 
 // Resolve implements planexec.IdempotencyStore.
@@ -181,22 +165,20 @@ func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolu
 		return nil
 	}
 	// Why not: no such key, a row this package cannot read, a completed
-	// key, or a live holder.
-	row, _, err := s.held(ctx, key, now)
+	// key, or a live holder: what the claim machine says of the row.
+	row, at, err := s.held(ctx, key, now)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	case err != nil:
 		return storeErr(op, err)
 	}
-	state, _, err := storecodec.DecodeClaim(key, row.ClaimRow)
-	switch {
-	case err != nil:
-		return storeErr(op, err)
-	case state == planexec.ClaimCompleted:
-		return planexec.ErrCompleted
+	if err := row.Resolve(r, at); err != nil {
+		return err
 	}
-	return planexec.ErrInFlight
+	// The row changed between the two statements (its holder let it go):
+	// it is a live holder's no more, but was when the update ran.
+	return store.ErrInFlight
 }
 
 func (s *Store) claimExists(ctx context.Context, key planexec.Key) (bool, error) {

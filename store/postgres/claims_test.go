@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/storetest"
@@ -38,7 +39,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 		switch op := rng.IntN(7); op {
 		case 0, 1:
 			k, _ := pick()
-			req := planexec.ClaimRequest{Key: k, RunID: "run", StepID: "s", Tool: "t", Holder: fmt.Sprintf("h%d", i),
+			req := store.ClaimRequest{Key: k, RunID: "run", StepID: "s", Tool: "t", Holder: fmt.Sprintf("h%d", i),
 				Lease: time.Duration(1+rng.IntN(3)) * time.Second, TakeOver: rng.IntN(2) == 0}
 			what = fmt.Sprintf("Claim(%v, takeover=%v)", k, req.TakeOver)
 			mc, merr := mem.Claim(ctx, req)
@@ -50,7 +51,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 				t.Fatalf("op %d %s:\nmemory   %+v\npostgres %+v", i, what, mc, pc)
 			}
 			seen[fmt.Sprint("state ", mc.State)]++
-			if mc.State == planexec.ClaimAcquired {
+			if mc.State == store.ClaimAcquired {
 				epochs[k] = mc.Epoch
 			}
 			continue
@@ -85,7 +86,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 	}
 	// The run must have met every answer, or it proved less than it claims.
 	for _, want := range []string{"state 1", "state 2", "state 3", "state 4", "nil",
-		planexec.ErrNoRecord.Error(), planexec.ErrFenced.Error(), planexec.ErrInFlight.Error()} {
+		store.ErrNoRecord.Error(), store.ErrFenced.Error(), store.ErrInFlight.Error()} {
 		if seen[want] == 0 {
 			t.Errorf("no operation answered %q: %v", want, seen)
 		}
@@ -94,7 +95,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 
 // kind names an error by the sentinel it is.
 func kind(err error) string {
-	for _, s := range []error{planexec.ErrNoRecord, planexec.ErrFenced, planexec.ErrInFlight} {
+	for _, s := range []error{store.ErrNoRecord, store.ErrFenced, store.ErrInFlight} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}

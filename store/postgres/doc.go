@@ -16,7 +16,7 @@
 //	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools, Gate: gate, Store: store})
 //
 // The one value keeps plans, claims and decisions: it is a
-// [planexec.StepStore], so the executor writes a step's completion and its
+// [store.StepStore], so the executor writes a step's completion and its
 // record in one statement and there is never one without the other; and a
 // [planexec.ApprovalStore], so decisions are kept in the same database and a
 // resume on any replica never asks a person twice.
@@ -68,19 +68,19 @@
 // record ids) are text columns: they must be valid UTF-8 without a NUL
 // byte, as the executor ensures for what a planner names (it refuses ids
 // with control characters or invalid UTF-8). PostgreSQL refuses any other,
-// and the store returns a *planexec.StoreError.
+// and the store returns a *store.Error.
 //
 // Every record has the version of its layout (plans and steps:
-// planexec.PlanRecordVersion; decisions and claims: a version of their own)
+// store.RecordVersion; decisions and claims: a version of their own)
 // in its row's version column and, for documents, in the document too. A
 // record written by a newer version, by either, is refused with a
-// [*planexec.StoreError] wrapping [planexec.ErrNewerRecord] rather than
+// [*store.Error] wrapping [store.ErrNewerRecord] rather than
 // misread, and SavePlan does not overwrite a plan a newer version wrote;
 // Claim does not take, nor Resolve settle, a key a newer version wrote. A
 // record that cannot be decoded, names another run, step or decision than
 // its row, or holds a status (for a claim, a state) this package never
 // writes, and a completed claim whose outcome is NULL or not JSON, is a
-// *planexec.StoreError wrapping [planexec.ErrCorruptRecord]: it is never
+// *store.Error wrapping [store.ErrCorruptRecord]: it is never
 // replayed as an outcome nor taken for a step that did not run.
 //
 // # Claims, leases and fencing
@@ -91,9 +91,9 @@
 // raises the epoch, and it never goes back. Every write a holder makes
 // (Extend, Complete, Release, CompleteStep, ReleaseStep) is an UPDATE that
 // matches the holder's epoch, so a holder whose claim was taken over changes
-// nothing and gets [planexec.ErrFenced]. A key left in doubt stays in doubt,
+// nothing and gets [store.ErrFenced]. A key left in doubt stays in doubt,
 // whatever its lease, until Resolve; Resolve refuses a live holder with
-// [planexec.ErrInFlight].
+// [store.ErrInFlight].
 //
 // Leases are measured by the database's clock, so replicas need not agree
 // on the time. [WithClock] measures them by a clock of your own instead;
@@ -111,10 +111,10 @@
 // # Errors
 //
 // A database that cannot be reached, a dropped connection or a failed
-// statement is a [*planexec.StoreError] with Store "postgres" and the
+// statement is a [*store.Error] with Store "postgres" and the
 // operation in Op; nothing is recorded as done that was not. Answers are the
-// planexec sentinels, as the memory store gives them: [planexec.ErrNoRecord],
-// [planexec.ErrFenced], [planexec.ErrInFlight], [planexec.ErrCompleted].
+// planexec sentinels, as the memory store gives them: [store.ErrNoRecord],
+// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted].
 //
 // # Testing
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/postgres"
 )
 
@@ -82,7 +83,7 @@ func TestAnOutageLosesNothingAndDoublesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	store, err := postgres.New(ctx, pool)
+	db, err := postgres.New(ctx, pool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestAnOutageLosesNothingAndDoublesNothing(t *testing.T) {
 			}
 			return led.call(ctx, step)
 		}
-		r.ex = errandExecutor(t, r.tenant, r.run, "holder-"+r.run, store, outageLease, slow)
+		r.ex = errandExecutor(t, r.tenant, r.run, "holder-"+r.run, db, outageLease, slow)
 		runs[i] = r
 	}
 
@@ -157,7 +158,7 @@ func TestAnOutageLosesNothingAndDoublesNothing(t *testing.T) {
 		resolved += r.resolved
 		for _, err := range r.unexpected {
 			if failures++; failures <= 10 {
-				t.Errorf("run %s: an error that is not a *planexec.StoreError: %v", r.run, err)
+				t.Errorf("run %s: an error that is not a *store.Error: %v", r.run, err)
 			}
 		}
 		rec, err := check.LoadPlan(ctx, r.tenant, r.run)
@@ -165,7 +166,7 @@ func TestAnOutageLosesNothingAndDoublesNothing(t *testing.T) {
 			t.Errorf("run %s: %v", r.run, err)
 			continue
 		}
-		if rec.Status != planexec.PlanCompleted {
+		if rec.Status != store.PlanCompleted {
 			t.Errorf("run %s ends %s", r.run, rec.Status)
 		}
 		for _, s := range r.plan.Steps {
@@ -186,7 +187,7 @@ func TestAnOutageLosesNothingAndDoublesNothing(t *testing.T) {
 		}
 	}
 	if storeErrs == 0 {
-		t.Errorf("no run met a *planexec.StoreError: the outages (%v down in all) came at no time that mattered", down)
+		t.Errorf("no run met a *store.Error: the outages (%v down in all) came at no time that mattered", down)
 	}
 	t.Logf("%d plans through 5 outages (%v down in all): %d store errors, %d steps in doubt resolved from the ledger, %d reversible steps run again after their outcome went unrecorded",
 		plans, down.Round(time.Millisecond), storeErrs, resolved, reruns)
@@ -202,7 +203,7 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 		var err error
 		if stored {
 			res, err = r.ex.Resume(ctx)
-			if errors.Is(err, planexec.ErrNoRecord) {
+			if errors.Is(err, store.ErrNoRecord) {
 				stored = false // the first attempt never stored the plan
 				continue
 			}
@@ -226,7 +227,7 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 		}
 		wait := 50 * time.Millisecond
 		for _, e := range leaves(err) {
-			var se *planexec.StoreError
+			var se *store.Error
 			var ind *planexec.IndeterminateOutcomeError
 			switch {
 			case errors.As(e, &ind) && ind.InDoubt:
@@ -239,9 +240,9 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 				switch err := r.ex.Resolve(ctx, ind.Key, res); {
 				case err == nil:
 					r.resolved++
-				case errors.Is(err, planexec.ErrInFlight):
+				case errors.Is(err, store.ErrInFlight):
 					wait = max(wait, 200*time.Millisecond)
-				case errors.Is(err, planexec.ErrCompleted) && res.Applied:
+				case errors.Is(err, store.ErrCompleted) && res.Applied:
 					// The completion landed although its writer saw the
 					// outage: the claim says done, as the ledger does,
 					// and Resolve settled the step's record from it.
@@ -256,7 +257,7 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 				wait = max(wait, min(time.Until(ind.LeaseExpires), outageLease))
 			case errors.As(e, &se):
 				r.storeErrs++
-			case errors.Is(e, planexec.ErrFenced):
+			case errors.Is(e, store.ErrFenced):
 				// A write that reached the server after the lease ran out.
 			default:
 				r.unexpected = append(r.unexpected, e)

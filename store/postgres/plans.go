@@ -9,6 +9,7 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
+	"github.com/planexec/planexec/store"
 )
 
 const (
@@ -74,7 +75,7 @@ const jointAttempts = 3
 // SavePlan implements planexec.PlanStore. Rewriting the same plan keeps its
 // creation time and its steps; a new plan id drops the steps of the old one,
 // in the same transaction.
-func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
+func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
 		return storeErr(op, errors.New("no record to save"))
@@ -100,7 +101,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 			switch {
 			case err != nil:
 				return err
-			case oldPlan == c.Plan.ID && !oldCreated.IsZero():
+			case oldPlan == c.PlanID && !oldCreated.IsZero():
 				// A record that cannot say when it was created is replaced
 				// by this one, which can.
 				c.Created = oldCreated
@@ -112,7 +113,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.Plan.ID, c.Version, string(c.Status), doc, c.Created, c.Updated)
+		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated)
 		return err
 	})
 	if err != nil {
@@ -122,7 +123,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 }
 
 // SaveStep implements planexec.PlanStore. A run with no plan is ErrNoRecord.
-func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexec.StepRecord) error {
+func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step store.StepRecord) error {
 	const op = "save step"
 	doc, err := storecodec.EncodeStep(step)
 	if err != nil {
@@ -133,21 +134,21 @@ func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexe
 	case err != nil:
 		return storeErr(op, err)
 	case tag.RowsAffected() == 0:
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	}
 	return nil
 }
 
-// CompleteStep implements planexec.StepStore: the claim is completed and the
+// CompleteStep implements store.StepStore: the claim is completed and the
 // step recorded by one statement, so both or neither. It is the second and
 // last round trip of an executed step, after Claim.
-func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec planexec.StepRecord) error {
+func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
 	return s.jointWrite(ctx, "complete step", s.q.completeStep, key, epoch, storecodec.EncodeOutcome(outcome), runID, rec)
 }
 
-// ReleaseStep implements planexec.StepStore, in one statement like
+// ReleaseStep implements store.StepStore, in one statement like
 // CompleteStep.
-func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec planexec.StepRecord) error {
+func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
 	return s.jointWrite(ctx, "release step", s.q.releaseStep, key, epoch, inDoubt, runID, rec)
 }
 
@@ -155,7 +156,7 @@ func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, 
 // not apply it says why, as Complete (or Release) then SaveStep would:
 // ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
 // holds the key, ErrNoRecord for a run with no plan. It wrote nothing.
-func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, arg any, runID string, rec planexec.StepRecord) error {
+func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, arg any, runID string, rec store.StepRecord) error {
 	doc, err := storecodec.EncodeStep(rec)
 	if err != nil {
 		return storeErr(op, err)
@@ -177,22 +178,22 @@ func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key
 		}
 		switch {
 		case holds == nil:
-			return planexec.ErrNoRecord
+			return store.ErrNoRecord
 		case !*holds:
-			return planexec.ErrFenced // for good: epochs only go up
+			return store.ErrFenced // for good: epochs only go up
 		case !planned:
-			return planexec.ErrNoRecord
+			return store.ErrNoRecord
 		}
 		// The plan was saved after the write looked for it: try again.
 	}
-	return planexec.ErrNoRecord
+	return store.ErrNoRecord
 }
 
 // LoadPlan implements planexec.PlanStore. A record written by a newer
-// version of this package is a *planexec.StoreError wrapping
-// planexec.ErrNewerRecord; one that cannot be decoded, or that holds a
-// status this package never writes, wraps planexec.ErrCorruptRecord.
-func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
+// version of this package is a *store.Error wrapping
+// store.ErrNewerRecord; one that cannot be decoded, or that holds a
+// status this package never writes, wraps store.ErrCorruptRecord.
+func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.PlanRecord, error) {
 	const op = "load plan"
 	var (
 		version      int
@@ -203,7 +204,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	)
 	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &stepIDs, &stepVersions, &stepDocs)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, planexec.ErrNoRecord
+		return nil, store.ErrNoRecord
 	}
 	if err != nil {
 		return nil, storeErr(op, err)
@@ -212,7 +213,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
-	rec.Steps = make(map[string]planexec.StepRecord, len(stepDocs))
+	rec.Steps = make(map[string]store.StepRecord, len(stepDocs))
 	for i := range stepDocs {
 		st, err := storecodec.DecodeStep(runID, stepIDs[i], stepVersions[i], stepDocs[i])
 		if err != nil {

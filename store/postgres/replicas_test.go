@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/postgres"
 )
 
@@ -45,9 +46,9 @@ func lanes(id string, n, depth int) planexec.Plan {
 	return p
 }
 
-// errandExecutor builds an executor for run over store whose tools call
+// errandExecutor builds an executor for run over db whose tools call
 // effect before returning.
-func errandExecutor(t testing.TB, tenant, run, holder string, store *postgres.Store, lease time.Duration, effect func(ctx context.Context, step string) error) *planexec.Run {
+func errandExecutor(t testing.TB, tenant, run, holder string, db *postgres.Store, lease time.Duration, effect func(ctx context.Context, step string) error) *planexec.Run {
 	t.Helper()
 	tool := func(ctx context.Context, a errand) (string, error) {
 		if err := effect(ctx, a.Step); err != nil {
@@ -63,7 +64,7 @@ func errandExecutor(t testing.TB, tenant, run, holder string, store *postgres.St
 		Gate: planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
 			return req.Approve("ops"), nil
 		}),
-		Store:  store,
+		Store:  db,
 		Lease:  lease,
 		Holder: holder,
 	})
@@ -112,17 +113,16 @@ func TestEightReplicasResumingOnePlanRunEachStepOnce(t *testing.T) {
 	const tenant, run = "acme", "run-replicas"
 	p := lanes("plan-1", 4, 5)
 	now := time.Now()
-	if err := stores[0].SavePlan(ctx, &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: tenant, RunID: run, Plan: p,
-		Status: planexec.PlanRunning, Created: now, Updated: now}); err != nil {
+	if err := stores[0].SavePlan(ctx, record(tenant, run, p, now)); err != nil {
 		t.Fatal(err)
 	}
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make([]error, replicas)
-	for i, store := range stores {
+	for i, db := range stores {
 		holder := fmt.Sprintf("replica-%d", i)
-		ex := errandExecutor(t, tenant, run, holder, store, time.Minute, func(ctx context.Context, step string) error {
+		ex := errandExecutor(t, tenant, run, holder, db, time.Minute, func(ctx context.Context, step string) error {
 			_, err := pool.Exec(ctx, "INSERT INTO "+calls+" (step, holder) VALUES ($1, $2)", step, holder)
 			return err
 		})
@@ -170,7 +170,7 @@ func TestEightReplicasResumingOnePlanRunEachStepOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Status != planexec.PlanCompleted || len(rec.Steps) != len(p.Steps) {
+	if rec.Status != store.PlanCompleted || len(rec.Steps) != len(p.Steps) {
 		t.Errorf("the record ends %s with %d of %d steps", rec.Status, len(rec.Steps), len(p.Steps))
 	}
 	for id, st := range rec.Steps {
@@ -201,27 +201,26 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	zombie, live := replica(), replica()
 	const tenant, run = "acme", "run-zombie"
 	now := time.Now()
-	if err := live.SavePlan(ctx, &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: tenant, RunID: run,
-		Plan: lanes("plan-1", 1, 2), Status: planexec.PlanRunning, Created: now, Updated: now}); err != nil {
+	if err := live.SavePlan(ctx, record(tenant, run, lanes("plan-1", 1, 2), now)); err != nil {
 		t.Fatal(err)
 	}
-	stepRec := func(step, outcome string) planexec.StepRecord {
-		return planexec.StepRecord{StepID: step, PlanID: "plan-1", Tool: undoable, Status: planexec.StepDone,
+	stepRec := func(step, outcome string) store.StepRecord {
+		return store.StepRecord{StepID: step, PlanID: "plan-1", Tool: undoable, Status: planexec.StepDone,
 			Outcome: json.RawMessage(outcome), Key: "k-" + step, Finished: time.Now()}
 	}
 
 	// A reversible step: the zombie's lease runs out, the live replica
 	// takes the step over and completes it.
 	key := planexec.Key{Tenant: tenant, Digest: "k-s00"}
-	req := planexec.ClaimRequest{Key: key, RunID: run, StepID: "s00", Tool: undoable, Holder: "zombie", Lease: 50 * time.Millisecond, TakeOver: true}
+	req := store.ClaimRequest{Key: key, RunID: run, StepID: "s00", Tool: undoable, Holder: "zombie", Lease: 50 * time.Millisecond, TakeOver: true}
 	old, err := zombie.Claim(ctx, req)
-	if err != nil || old.State != planexec.ClaimAcquired {
+	if err != nil || old.State != store.ClaimAcquired {
 		t.Fatalf("zombie's claim: %+v, %v", old, err)
 	}
 	time.Sleep(100 * time.Millisecond)
 	req.Holder, req.Lease = "live", time.Minute
 	cur, err := live.Claim(ctx, req)
-	if err != nil || cur.State != planexec.ClaimAcquired || cur.Epoch <= old.Epoch {
+	if err != nil || cur.State != store.ClaimAcquired || cur.Epoch <= old.Epoch {
 		t.Fatalf("taking over: %+v, %v; want acquired above epoch %d", cur, err, old.Epoch)
 	}
 	if err := live.CompleteStep(ctx, key, cur.Epoch, json.RawMessage(`"live"`), run, stepRec("s00", `"live"`)); err != nil {
@@ -234,12 +233,12 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 		"ReleaseStep":  zombie.ReleaseStep(ctx, key, old.Epoch, true, run, stepRec("s00", `"zombie"`)),
 		"Release":      zombie.Release(ctx, key, old.Epoch, false),
 	} {
-		if !errors.Is(err, planexec.ErrFenced) {
+		if !errors.Is(err, store.ErrFenced) {
 			t.Errorf("the zombie's %s: %v, want ErrFenced", what, err)
 		}
 	}
 	c, err := live.Claim(ctx, req)
-	if err != nil || c.State != planexec.ClaimCompleted || string(c.Outcome) != `"live"` || c.Epoch != cur.Epoch {
+	if err != nil || c.State != store.ClaimCompleted || string(c.Outcome) != `"live"` || c.Epoch != cur.Epoch {
 		t.Errorf("after the zombie's writes the claim is %+v, %v; want completed with the live outcome at epoch %d", c, err, cur.Epoch)
 	}
 	rec, err := live.LoadPlan(ctx, tenant, run)
@@ -250,25 +249,25 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	// An irreversible step: nobody takes it over; it is in doubt until
 	// resolved, and resolving it fences the zombie too.
 	key = planexec.Key{Tenant: tenant, Digest: "k-s01"}
-	req = planexec.ClaimRequest{Key: key, RunID: run, StepID: "s01", Tool: once, Holder: "zombie", Lease: 50 * time.Millisecond}
-	if old, err = zombie.Claim(ctx, req); err != nil || old.State != planexec.ClaimAcquired {
+	req = store.ClaimRequest{Key: key, RunID: run, StepID: "s01", Tool: once, Holder: "zombie", Lease: 50 * time.Millisecond}
+	if old, err = zombie.Claim(ctx, req); err != nil || old.State != store.ClaimAcquired {
 		t.Fatalf("zombie's claim: %+v, %v", old, err)
 	}
-	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"too soon"`)}); !errors.Is(err, planexec.ErrInFlight) {
+	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"too soon"`)}); !errors.Is(err, store.ErrInFlight) {
 		t.Errorf("resolving a live claim: %v, want ErrInFlight", err)
 	}
 	time.Sleep(100 * time.Millisecond)
 	req.Holder = "live"
-	if c, err := live.Claim(ctx, req); err != nil || c.State != planexec.ClaimInDoubt || c.Holder != "zombie" {
+	if c, err := live.Claim(ctx, req); err != nil || c.State != store.ClaimInDoubt || c.Holder != "zombie" {
 		t.Fatalf("an irreversible step whose holder vanished: %+v, %v; want in doubt, held by the zombie", c, err)
 	}
 	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"checked"`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := zombie.CompleteStep(ctx, key, old.Epoch, json.RawMessage(`"zombie"`), run, stepRec("s01", `"zombie"`)); !errors.Is(err, planexec.ErrFenced) {
+	if err := zombie.CompleteStep(ctx, key, old.Epoch, json.RawMessage(`"zombie"`), run, stepRec("s01", `"zombie"`)); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("the zombie's CompleteStep after a resolution: %v, want ErrFenced", err)
 	}
-	if c, err := live.Claim(ctx, req); err != nil || c.State != planexec.ClaimCompleted || string(c.Outcome) != `"checked"` || c.Epoch <= old.Epoch {
+	if c, err := live.Claim(ctx, req); err != nil || c.State != store.ClaimCompleted || string(c.Outcome) != `"checked"` || c.Epoch <= old.Epoch {
 		t.Errorf("after the zombie's write the claim is %+v, %v; want completed with the resolution above epoch %d", c, err, old.Epoch)
 	}
 	if rec, err := live.LoadPlan(ctx, tenant, run); err != nil || len(rec.Steps) != 1 {

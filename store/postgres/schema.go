@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // migrations[v] takes the schema from version v-1 to v. Each is applied once,
@@ -130,7 +130,7 @@ func (s *Store) migrate(ctx context.Context, schema string, version int) error {
 			return err
 		}
 		if current > SchemaVersion {
-			return fmt.Errorf("schema %s is at version %d and this package knows %d: %w", ident, current, SchemaVersion, planexec.ErrNewerRecord)
+			return fmt.Errorf("schema %s is at version %d and this package knows %d: %w", ident, current, SchemaVersion, store.ErrNewerRecord)
 		}
 		for v := current + 1; v <= version; v++ {
 			for _, stmt := range migrations[v] {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // DefaultSchema is the schema a Store keeps its tables in unless WithSchema
@@ -18,7 +19,7 @@ import (
 const DefaultSchema = "planexec"
 
 // Store keeps plans, step results, idempotency claims and approval decisions
-// in PostgreSQL. It implements [planexec.PlanStore], [planexec.StepStore],
+// in PostgreSQL. It implements [planexec.PlanStore], [store.StepStore],
 // [planexec.IdempotencyStore] and [planexec.ApprovalStore]. It is safe for
 // concurrent use, and any number of Stores, in one process or many, may share
 // a schema.
@@ -72,8 +73,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 //
 // Migration runs under a transaction-scoped advisory lock, so replicas that
 // start at once migrate the schema once. A schema migrated by a newer version
-// of this package is refused with a *planexec.StoreError wrapping
-// planexec.ErrNewerRecord.
+// of this package is refused with a *store.Error wrapping
+// store.ErrNewerRecord.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, &planexec.ConfigurationError{Why: "postgres store: a nil connection pool"}
@@ -164,7 +165,7 @@ func (s *Store) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // storeErr wraps a driver or connection error for op.
 func storeErr(op string, err error) error {
-	return &planexec.StoreError{Store: "postgres", Op: op, Err: err}
+	return &store.Error{Store: "postgres", Op: op, Err: err}
 }
 
 // micros renders a lease for the database, which counts in microseconds.

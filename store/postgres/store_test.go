@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,11 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/postgres"
 )
 
 var _ interface {
-	planexec.StepStore
+	store.StepStore
 	planexec.ApprovalStore
 } = (*postgres.Store)(nil)
 
@@ -28,13 +30,22 @@ func plan(id string, steps ...string) planexec.Plan {
 	return p
 }
 
-func record(tenant, run string, p planexec.Plan, created time.Time) *planexec.PlanRecord {
-	return &planexec.PlanRecord{Version: planexec.PlanRecordVersion, Tenant: tenant, RunID: run, Plan: p,
-		Status: planexec.PlanRunning, Created: created, Updated: created}
+// planDoc is p's JSON document, as a store is given it.
+func planDoc(p planexec.Plan) json.RawMessage {
+	doc, err := json.Marshal(p)
+	if err != nil {
+		panic(err) // the test plans are JSON
+	}
+	return doc
 }
 
-func done(id, planID string, at time.Time) planexec.StepRecord {
-	return planexec.StepRecord{StepID: id, PlanID: planID, Tool: "tool", Status: planexec.StepDone,
+func record(tenant, run string, p planexec.Plan, created time.Time) *store.PlanRecord {
+	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: planDoc(p),
+		Status: store.PlanRunning, Created: created, Updated: created}
+}
+
+func done(id, planID string, at time.Time) store.StepRecord {
+	return store.StepRecord{StepID: id, PlanID: planID, Tool: "tool", Status: planexec.StepDone,
 		Outcome: json.RawMessage(`{"ok":true}`), Key: "key-" + id, Finished: at}
 }
 
@@ -75,7 +86,7 @@ func TestAPlanAndItsStepsComeBackAsTheyWereWritten(t *testing.T) {
 	}
 	// The same plan again (a status change) keeps its creation time and steps.
 	again := record("acme", "run-1", plan("p1", "s1", "s2"), created.Add(time.Hour))
-	again.Status = planexec.PlanCompleted
+	again.Status = store.PlanCompleted
 	if err := s.SavePlan(ctx, again); err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +94,17 @@ func TestAPlanAndItsStepsComeBackAsTheyWereWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rec.Created.Equal(created) || rec.Status != planexec.PlanCompleted || rec.Plan.ID != "p1" || len(rec.Plan.Steps) != 2 {
+	if !rec.Created.Equal(created) || rec.Status != store.PlanCompleted || rec.PlanID != "p1" {
 		t.Fatalf("record = %+v", rec)
 	}
-	if got := string(rec.Plan.Steps[0].Arguments); got != `{"n":"s1","amount":412.50}` {
+	if !bytes.Equal(rec.Plan, again.Plan) {
+		t.Fatalf("the plan came back as\n%s\nwant, byte for byte,\n%s", rec.Plan, again.Plan)
+	}
+	var p planexec.Plan
+	if err := json.Unmarshal(rec.Plan, &p); err != nil || p.ID != "p1" || len(p.Steps) != 2 {
+		t.Fatalf("the plan came back as %s: %v", rec.Plan, err)
+	}
+	if got := string(p.Steps[0].Arguments); got != `{"n":"s1","amount":412.50}` {
 		t.Errorf("arguments came back as %s", got)
 	}
 	st, ok := rec.Steps["s1"]
@@ -98,17 +116,18 @@ func TestAPlanAndItsStepsComeBackAsTheyWereWritten(t *testing.T) {
 	}
 
 	// A new plan for the run drops the old plan's steps.
-	if err := s.SavePlan(ctx, record("acme", "run-1", plan("p2", "s1"), created)); err != nil {
+	next := record("acme", "run-1", plan("p2", "s1"), created)
+	if err := s.SavePlan(ctx, next); err != nil {
 		t.Fatal(err)
 	}
-	if rec, err = s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(rec.Steps) != 0 || rec.Plan.ID != "p2" {
+	if rec, err = s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(rec.Steps) != 0 || rec.PlanID != "p2" || !bytes.Equal(rec.Plan, next.Plan) {
 		t.Fatalf("after a new plan: %+v, %v", rec, err)
 	}
 
 	if err := s.Forget(ctx, "acme", "run-1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+	if _, err := s.LoadPlan(ctx, "acme", "run-1"); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("after Forget: %v, want ErrNoRecord", err)
 	}
 	if err := s.Forget(ctx, "acme", "run-1"); err != nil {
@@ -120,23 +139,23 @@ func TestAStepOfARunWithNoPlanIsWrittenNowhere(t *testing.T) {
 	t.Parallel()
 	s, _ := newStore(t)
 	ctx := context.Background()
-	if err := s.SaveStep(ctx, "acme", "nobody", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+	if err := s.SaveStep(ctx, "acme", "nobody", done("s1", "p1", time.Now())); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("SaveStep: %v, want ErrNoRecord", err)
 	}
 	key := planexec.Key{Tenant: "acme", Digest: "k"}
-	c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
-	if err != nil || c.State != planexec.ClaimAcquired {
+	c, err := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	if err != nil || c.State != store.ClaimAcquired {
 		t.Fatalf("Claim: %+v, %v", c, err)
 	}
 	// Both or neither: the claim is not completed when its record cannot
 	// be written.
-	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`1`), "nobody", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`1`), "nobody", done("s1", "p1", time.Now())); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("CompleteStep: %v, want ErrNoRecord", err)
 	}
-	if err := s.ReleaseStep(ctx, key, c.Epoch, true, "nobody", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+	if err := s.ReleaseStep(ctx, key, c.Epoch, true, "nobody", done("s1", "p1", time.Now())); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("ReleaseStep: %v, want ErrNoRecord", err)
 	}
-	if c2, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "other", Lease: time.Minute}); err != nil || c2.State != planexec.ClaimHeld {
+	if c2, err := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "other", Lease: time.Minute}); err != nil || c2.State != store.ClaimHeld {
 		t.Fatalf("the claim moved although its step was not written: %+v, %v", c2, err)
 	}
 }
@@ -171,24 +190,24 @@ func TestOneTenantNeverSeesAnothersRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := planexec.Key{Tenant: "acme", Digest: "k"}
-	if _, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "acme", Lease: time.Minute}); err != nil {
+	if _, err := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "acme", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 
-	if _, err := s.LoadPlan(ctx, "globex", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+	if _, err := s.LoadPlan(ctx, "globex", "run-1"); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("LoadPlan of another tenant's run: %v, want ErrNoRecord", err)
 	}
-	if err := s.SaveStep(ctx, "globex", "run-1", done("s1", "p1", time.Now())); !errors.Is(err, planexec.ErrNoRecord) {
+	if err := s.SaveStep(ctx, "globex", "run-1", done("s1", "p1", time.Now())); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("SaveStep into another tenant's run: %v, want ErrNoRecord", err)
 	}
-	if _, err := s.Decision(ctx, "globex", "r1"); !errors.Is(err, planexec.ErrNoRecord) {
+	if _, err := s.Decision(ctx, "globex", "r1"); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("Decision of another tenant: %v, want ErrNoRecord", err)
 	}
 	theirs := planexec.Key{Tenant: "globex", Digest: "k"}
-	if err := s.Resolve(ctx, theirs, planexec.Resolution{}); !errors.Is(err, planexec.ErrNoRecord) {
+	if err := s.Resolve(ctx, theirs, planexec.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("Resolve of another tenant's key: %v, want ErrNoRecord", err)
 	}
-	if c, err := s.Claim(ctx, planexec.ClaimRequest{Key: theirs, Holder: "globex", Lease: time.Minute}); err != nil || c.State != planexec.ClaimAcquired {
+	if c, err := s.Claim(ctx, store.ClaimRequest{Key: theirs, Holder: "globex", Lease: time.Minute}); err != nil || c.State != store.ClaimAcquired {
 		t.Errorf("the same digest for another tenant: %+v, %v, want acquired", c, err)
 	}
 	if err := s.Forget(ctx, "globex", "run-1"); err != nil {
@@ -219,18 +238,18 @@ func TestADecisionIsKeptAndReplaced(t *testing.T) {
 	if got, err = s.Decision(ctx, "acme", "r1"); err != nil || got.Status != planexec.Denied || got.Why != d.Why {
 		t.Fatalf("replaced Decision = %+v, %v", got, err)
 	}
-	if _, err := s.Decision(ctx, "acme", "r2"); !errors.Is(err, planexec.ErrNoRecord) {
+	if _, err := s.Decision(ctx, "acme", "r2"); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("an unknown record: %v, want ErrNoRecord", err)
 	}
 }
 
-// wantStoreError checks that err is a *planexec.StoreError of this store
+// wantStoreError checks that err is a *store.Error of this store
 // wrapping target.
 func wantStoreError(t *testing.T, what string, err, target error) {
 	t.Helper()
-	var se *planexec.StoreError
+	var se *store.Error
 	if !errors.As(err, &se) || se.Store != "postgres" || !errors.Is(err, target) {
-		t.Errorf("%s: %v (%T), want a postgres *planexec.StoreError wrapping %v", what, err, err, target)
+		t.Errorf("%s: %v (%T), want a postgres *store.Error wrapping %v", what, err, err, target)
 	}
 }
 
@@ -251,7 +270,7 @@ func onRecords(t *testing.T, damage ...string) (load, decision, claim, save erro
 		t.Fatal(err)
 	}
 	key := planexec.Key{Tenant: "acme", Digest: "k1"}
-	c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
+	c, err := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +282,7 @@ func onRecords(t *testing.T, damage ...string) (load, decision, claim, save erro
 	}
 	_, load = s.LoadPlan(ctx, "acme", "run-1")
 	_, decision = s.Decision(ctx, "acme", "r1")
-	_, claim = s.Claim(ctx, planexec.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute, TakeOver: true})
+	_, claim = s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute, TakeOver: true})
 	save = s.SavePlan(ctx, record("acme", "run-1", plan("p1", "s1"), time.Now()))
 	return load, decision, claim, save
 }
@@ -275,8 +294,8 @@ func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
 	s, _ := newStore(t)
 	rec := record("acme", "run-1", plan("p1", "s1"), time.Now())
 	rec.Version = 99
-	wantStoreError(t, "SavePlan of a version 99 record", s.SavePlan(context.Background(), rec), planexec.ErrNewerRecord)
-	if _, err := s.LoadPlan(context.Background(), "acme", "run-1"); !errors.Is(err, planexec.ErrNoRecord) {
+	wantStoreError(t, "SavePlan of a version 99 record", s.SavePlan(context.Background(), rec), store.ErrNewerRecord)
+	if _, err := s.LoadPlan(context.Background(), "acme", "run-1"); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("a refused record was written: %v", err)
 	}
 
@@ -306,8 +325,8 @@ func TestARecordFromANewerVersionIsRefusedNotMisread(t *testing.T) {
 			}{{"LoadPlan", load, tc.load}, {"Decision", decision, tc.decision}, {"Claim", claim, tc.claim}, {"SavePlan over it", save, tc.save}} {
 				switch {
 				case r.newer:
-					wantStoreError(t, r.what, r.err, planexec.ErrNewerRecord)
-					if errors.Is(r.err, planexec.ErrCorruptRecord) {
+					wantStoreError(t, r.what, r.err, store.ErrNewerRecord)
+					if errors.Is(r.err, store.ErrCorruptRecord) {
 						t.Errorf("%s: %v; a newer record is not corrupt", r.what, r.err)
 					}
 				case r.err != nil:
@@ -323,7 +342,7 @@ func TestASchemaMigratedByANewerVersionIsRefused(t *testing.T) {
 	_, schema := newStore(t)
 	sqlExec(t, schema, `INSERT INTO schema_version (version) VALUES (99)`)
 	_, err := postgres.New(context.Background(), sharedPool(t), postgres.WithSchema(schema))
-	wantStoreError(t, "New on a schema at version 99", err, planexec.ErrNewerRecord)
+	wantStoreError(t, "New on a schema at version 99", err, store.ErrNewerRecord)
 }
 
 func TestACorruptRecordIsReportedAsCorrupt(t *testing.T) {
@@ -367,7 +386,7 @@ func TestACorruptRecordIsReportedAsCorrupt(t *testing.T) {
 			}{{"LoadPlan", load, tc.load}, {"Decision", decision, tc.decision}, {"Claim", claim, tc.claim}} {
 				switch {
 				case r.corrupt:
-					wantStoreError(t, r.what, r.err, planexec.ErrCorruptRecord)
+					wantStoreError(t, r.what, r.err, store.ErrCorruptRecord)
 				case r.err != nil:
 					t.Errorf("%s: %v; only the damaged record is refused", r.what, r.err)
 				}
@@ -426,8 +445,8 @@ func TestAnUnreachableDatabaseIsAStoreError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2")
-	var se *planexec.StoreError
+	var se *store.Error
 	if !errors.As(err, &se) || se.Store != "postgres" || se.Op == "" {
-		t.Fatalf("Open of a closed port: %v, want a postgres *planexec.StoreError", err)
+		t.Fatalf("Open of a closed port: %v, want a postgres *store.Error", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/sqlite"
 	"github.com/planexec/planexec/storetest"
 )
@@ -31,11 +32,11 @@ func BenchmarkSQLiteStep(b *testing.B) {
 	for i := range b.N {
 		id := fmt.Sprint("s", i)
 		key := planexec.Key{Tenant: "acme", Digest: id}
-		c, err := s.Claim(ctx, planexec.ClaimRequest{Key: key, RunID: "run-1", StepID: id, Tool: "book_flight", Holder: "bench", Lease: time.Minute})
-		if err != nil || c.State != planexec.ClaimAcquired {
+		c, err := s.Claim(ctx, store.ClaimRequest{Key: key, RunID: "run-1", StepID: id, Tool: "book_flight", Holder: "bench", Lease: time.Minute})
+		if err != nil || c.State != store.ClaimAcquired {
 			b.Fatalf("Claim = %+v, %v", c, err)
 		}
-		rec := planexec.StepRecord{StepID: id, PlanID: "p1", Tool: "book_flight", Status: planexec.StepDone, Outcome: outcome, Key: id, Finished: time.Now()}
+		rec := store.StepRecord{StepID: id, PlanID: "p1", Tool: "book_flight", Status: planexec.StepDone, Outcome: outcome, Key: id, Finished: time.Now()}
 		if err := s.CompleteStep(ctx, key, c.Epoch, outcome, "run-1", rec); err != nil {
 			b.Fatal(err)
 		}

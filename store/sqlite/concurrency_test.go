@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/sqlite"
 )
 
@@ -24,14 +25,14 @@ const racedKeys = 40
 func claimAll(ctx context.Context, s *sqlite.Store, holder string) (acquired []string, err error) {
 	for i := range racedKeys {
 		k := fmt.Sprint("k", i)
-		c, err := s.Claim(ctx, planexec.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: k}, Holder: holder, Lease: time.Hour})
+		c, err := s.Claim(ctx, store.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: k}, Holder: holder, Lease: time.Hour})
 		if err != nil {
 			return nil, fmt.Errorf("claim %s: %w", k, err)
 		}
 		switch c.State {
-		case planexec.ClaimAcquired:
+		case store.ClaimAcquired:
 			acquired = append(acquired, k)
-		case planexec.ClaimHeld:
+		case store.ClaimHeld:
 		default:
 			return nil, fmt.Errorf("claim %s: state %d, want acquired or held", k, c.State)
 		}

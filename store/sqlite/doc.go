@@ -15,7 +15,7 @@
 //	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools, Gate: gate, Store: store})
 //
 // The one value keeps plans, claims and decisions: it is a
-// [planexec.StepStore], so the executor completes a step's claim and writes
+// [store.StepStore], so the executor completes a step's claim and writes
 // its record in one transaction and there is no moment when one is on disk
 // and the other is not; and a [planexec.ApprovalStore], so decisions recorded
 // with Run.Decide are kept in the same file and a resume never asks a person
@@ -31,7 +31,7 @@
 // Each idempotency key has one row with a state, a holder, a lease and an
 // epoch. The epoch goes up with every acquisition and every resolution and
 // never goes back, even after the key is freed: a holder whose claim was taken
-// over gets [planexec.ErrFenced] on its late writes. A lease that ran out
+// over gets [store.ErrFenced] on its late writes. A lease that ran out
 // lets another holder take a reversible step over; an irreversible one is
 // reported in doubt. Leases are measured against the clock given with
 // [WithClock] (default time.Now); processes sharing a file should have
@@ -44,7 +44,7 @@
 // mode: readers never wait for the writer. Within a process, writes go
 // through one connection and queue there; between processes they wait for
 // SQLite's write lock up to the busy timeout ([WithBusyTimeout], default 5s),
-// then fail with a *planexec.StoreError. Every write that reads before it
+// then fail with a *store.Error. Every write that reads before it
 // writes runs in a transaction begun IMMEDIATE, so it holds the write lock
 // from its first read and is never refused half way.
 //
@@ -63,7 +63,7 @@
 // (one row per tenant and run), steps (one row per finished step, so writing
 // the thousandth step costs what the first did), claims and approvals. Every
 // row is keyed by tenant first, and every query names the tenant: one tenant
-// asking for another's run gets [planexec.ErrNoRecord].
+// asking for another's run gets [store.ErrNoRecord].
 //
 // Records are JSON documents in TEXT columns, which SQLite keeps as they
 // are given: whatever a planner, a tool or a person wrote comes back as
@@ -76,25 +76,25 @@
 // tools read the file as this package does.
 //
 // Every record has the version of its layout (plans and steps:
-// planexec.PlanRecordVersion; decisions and claims: a version of their own)
+// store.RecordVersion; decisions and claims: a version of their own)
 // in its row's version column and, for documents, in the document too. A
 // file whose schema is newer than this package is refused at Open, and a
 // record of a newer version, by either, when it is read, with a
-// *planexec.StoreError wrapping [planexec.ErrNewerRecord]: upgrade the
+// *store.Error wrapping [store.ErrNewerRecord]: upgrade the
 // reader rather than misread the data. SavePlan does not overwrite a plan
 // a newer version wrote; Claim does not take, nor Resolve settle, a key a
 // newer version wrote. A record that cannot be decoded, names another run,
 // step or decision than its row, or holds a status (for a claim, a state)
 // this package never writes, and a completed claim whose outcome is NULL
-// or not JSON, is a *planexec.StoreError wrapping
-// [planexec.ErrCorruptRecord]: it is never replayed as an outcome nor taken
+// or not JSON, is a *store.Error wrapping
+// [store.ErrCorruptRecord]: it is never replayed as an outcome nor taken
 // for a step that did not run.
 //
 // # Errors
 //
-// Failures of the database come back as *planexec.StoreError with Store
+// Failures of the database come back as *store.Error with Store
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
 // plan", "migrate"). The SDK's sentinels come back as they are:
-// [planexec.ErrNoRecord], [planexec.ErrFenced], [planexec.ErrInFlight] and [planexec.ErrCompleted],
+// [store.ErrNoRecord], [store.ErrFenced], [store.ErrInFlight] and [store.ErrCompleted],
 // for errors.Is.
 package sqlite

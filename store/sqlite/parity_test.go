@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/sqlite"
 	"github.com/planexec/planexec/storetest"
@@ -17,7 +18,7 @@ import (
 
 // errClass names which of the SDK's sentinels err is.
 func errClass(err error) string {
-	for _, s := range []error{planexec.ErrNoRecord, planexec.ErrFenced, planexec.ErrInFlight} {
+	for _, s := range []error{store.ErrNoRecord, store.ErrFenced, store.ErrInFlight} {
 		if errors.Is(err, s) {
 			return s.Error()
 		}
@@ -54,7 +55,7 @@ func TestClaimsBehaveAsTheInMemoryStoresOverRandomSequences(t *testing.T) {
 				var e1, e2 error
 				switch rng.IntN(7) {
 				case 0, 1:
-					req := planexec.ClaimRequest{Key: k, Holder: fmt.Sprint("h", i), Lease: leases[rng.IntN(3)], TakeOver: rng.IntN(2) == 0,
+					req := store.ClaimRequest{Key: k, Holder: fmt.Sprint("h", i), Lease: leases[rng.IntN(3)], TakeOver: rng.IntN(2) == 0,
 						RunID: "run", StepID: "s", Tool: "t"}
 					op = fmt.Sprintf("Claim(%v, takeover %v, lease %v)", k, req.TakeOver, req.Lease)
 					c1, err1 := ref.Claim(ctx, req)
@@ -63,7 +64,7 @@ func TestClaimsBehaveAsTheInMemoryStoresOverRandomSequences(t *testing.T) {
 					if !storetest.SameClaim(c1, c2) {
 						t.Fatalf("op %d %s: memory %+v, sqlite %+v", i, op, c1, c2)
 					}
-					if c1.State == planexec.ClaimAcquired {
+					if c1.State == store.ClaimAcquired {
 						epochs[k] = c1.Epoch
 					}
 				case 2:

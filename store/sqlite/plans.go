@@ -7,13 +7,14 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
+	"github.com/planexec/planexec/store"
 )
 
 // SavePlan implements planexec.PlanStore. A plan id other than the stored
 // one drops the run's step records in the same transaction. The record is
-// written at planexec.PlanRecordVersion; a stored record of a newer version
+// written at store.RecordVersion; a stored record of a newer version
 // (in its row or its document) is not overwritten (ErrNewerRecord).
-func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
+func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
 		return storeErr(op, errors.New("a nil plan record"))
@@ -44,20 +45,20 @@ func (s *Store) SavePlan(ctx context.Context, rec *planexec.PlanRecord) error {
 			if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
 				return err
 			}
-			if oldPlan == rec.Plan.ID {
+			if oldPlan == rec.PlanID {
 				created = oldCreated
 			} else if _, err := tx.exec(ctx, qStepsDelete, rec.Tenant, rec.RunID); err != nil {
 				return err
 			}
 		}
-		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.Plan.ID, storecodec.PlanVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
+		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.PlanID, storecodec.PlanVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
 		return err
 	})
 }
 
 // SaveStep implements planexec.PlanStore. A run with no plan record is
 // ErrNoRecord.
-func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexec.StepRecord) error {
+func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step store.StepRecord) error {
 	const op = "save step"
 	doc, err := storecodec.EncodeStep(step)
 	if err != nil {
@@ -68,23 +69,23 @@ func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step planexe
 
 // saveStep writes one step row and moves the run's updated time on to the
 // step's, inside tx.
-func saveStep(ctx context.Context, tx on, tenant, runID string, step planexec.StepRecord, doc []byte) error {
+func saveStep(ctx context.Context, tx on, tenant, runID string, step store.StepRecord, doc []byte) error {
 	n, err := tx.affected(ctx, qPlanTouch, nanos(step.Finished), tenant, runID)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return planexec.ErrNoRecord
+		return store.ErrNoRecord
 	}
 	_, err = tx.exec(ctx, qStepSave, tenant, runID, step.StepID, step.PlanID, storecodec.PlanVersion, string(doc))
 	return err
 }
 
 // LoadPlan implements planexec.PlanStore. It reads the plan and its steps in
-// one snapshot. A record of a newer version is a *planexec.StoreError
-// wrapping planexec.ErrNewerRecord; one that cannot be decoded, or that
-// holds a status this package never writes, wraps planexec.ErrCorruptRecord.
-func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.PlanRecord, error) {
+// one snapshot. A record of a newer version is a *store.Error
+// wrapping store.ErrNewerRecord; one that cannot be decoded, or that
+// holds a status this package never writes, wraps store.ErrCorruptRecord.
+func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.PlanRecord, error) {
 	const op = "load plan"
 	rtx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -99,7 +100,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*planexec.P
 	)
 	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, planexec.ErrNoRecord
+		return nil, store.ErrNoRecord
 	}
 	if err != nil {
 		return nil, storeErr(op, err)
@@ -147,9 +148,9 @@ func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 }
 
 // Decision implements planexec.ApprovalStore. A decision written by a newer
-// version of this package is a *planexec.StoreError wrapping
-// planexec.ErrNewerRecord; one that cannot be decoded, or that holds a
-// status this package never writes, wraps planexec.ErrCorruptRecord.
+// version of this package is a *store.Error wrapping
+// store.ErrNewerRecord; one that cannot be decoded, or that holds a
+// status this package never writes, wraps store.ErrCorruptRecord.
 func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
 	const op = "decision"
 	var (
@@ -158,7 +159,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	)
 	err := on{s.rs, nil}.row(ctx, qDecisionGet, tenant, requestID).Scan(&version, &data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return planexec.Decision{}, planexec.ErrNoRecord
+		return planexec.Decision{}, store.ErrNoRecord
 	}
 	if err != nil {
 		return planexec.Decision{}, storeErr(op, err)

@@ -33,7 +33,7 @@ const (
 	qClaimExtend   = `UPDATE claims SET lease_expires = ?` + heldBy
 	qClaimComplete = `UPDATE claims SET state = 'completed', outcome = ?` + heldBy
 	qClaimRelease  = `UPDATE claims SET state = ?` + heldBy
-	qClaimResolve  = `UPDATE claims SET state = ?, epoch = epoch + 1, outcome = ?, version = ? WHERE tenant = ? AND key = ?`
+	qClaimResolve  = `UPDATE claims SET state = ?, epoch = ?, outcome = ?, version = ? WHERE tenant = ? AND key = ?`
 
 	// approvals
 	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision) VALUES (?, ?, ?, ?)

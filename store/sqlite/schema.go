@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // migrations[i] takes the schema from version i to version i+1. The version
@@ -171,10 +171,10 @@ func userVersion(ctx context.Context, q interface {
 func checkVersion(v int) error {
 	if v > schemaVersion {
 		return storeErr("migrate", fmt.Errorf("the database file is at schema version %d and this package knows versions up to %d: %w",
-			v, schemaVersion, planexec.ErrNewerRecord))
+			v, schemaVersion, store.ErrNewerRecord))
 	}
 	if v < 0 {
-		return storeErr("migrate", fmt.Errorf("the database file has schema version %d: %w", v, planexec.ErrCorruptRecord))
+		return storeErr("migrate", fmt.Errorf("the database file has schema version %d: %w", v, store.ErrCorruptRecord))
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // Store is a durable PlanStore, IdempotencyStore, ApprovalStore and
@@ -36,7 +37,7 @@ type Store struct {
 }
 
 var (
-	_ planexec.StepStore     = (*Store)(nil)
+	_ store.StepStore        = (*Store)(nil)
 	_ planexec.ApprovalStore = (*Store)(nil)
 )
 
@@ -68,7 +69,7 @@ func WithClock(now func() time.Time) Option {
 
 // WithBusyTimeout sets how long a statement waits for another connection or
 // process holding the database's write lock before it fails with a
-// *planexec.StoreError. Default: 5 seconds.
+// *store.Error. Default: 5 seconds.
 func WithBusyTimeout(d time.Duration) Option {
 	return func(o *options) { o.busyTimeout = d }
 }
@@ -85,7 +86,7 @@ const (
 // file at once; one migrates and the other waits for it.
 //
 // A file whose schema was written by a newer version of this package is
-// refused with a *planexec.StoreError wrapping planexec.ErrNewerRecord.
+// refused with a *store.Error wrapping store.ErrNewerRecord.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	o := options{now: time.Now, busyTimeout: defaultBusyTimeout, readers: defaultReaders}
 	for _, opt := range opts {
@@ -228,18 +229,18 @@ func dsn(path string, busy time.Duration, readOnly, relaxed bool) string {
 
 // storeErr wraps a driver error as the SDK's store error.
 func storeErr(op string, err error) error {
-	return &planexec.StoreError{Store: "sqlite", Op: op, Err: err}
+	return &store.Error{Store: "sqlite", Op: op, Err: err}
 }
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
 // (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted) and store errors as they are,
-// anything else wrapped in a *planexec.StoreError.
+// anything else wrapped in a *store.Error.
 func fail(op string, err error) error {
-	var se *planexec.StoreError
+	var se *store.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, planexec.ErrNoRecord), errors.Is(err, planexec.ErrFenced), errors.Is(err, planexec.ErrInFlight), errors.Is(err, planexec.ErrCompleted), errors.As(err, &se):
+	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrInFlight), errors.Is(err, store.ErrCompleted), errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)
