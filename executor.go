@@ -290,12 +290,8 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, status store.PlanStatus) e
 	}
 	now := r.ex.cfg.Now()
 	d := &r.d
-	doc, err := v.document()
-	if err != nil {
-		return fmt.Errorf("planexec: encoding the plan of run %s: %w", quote(d.RunID), err)
-	}
-	err = r.ex.plans.SavePlan(ctx, &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
-		PlanID: v.plan.ID, Plan: doc, Status: status, Created: now, Updated: now})
+	err := r.ex.plans.SavePlan(ctx, &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
+		PlanID: v.plan.ID, Plan: v.document(), Status: status, Created: now, Updated: now})
 	if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}

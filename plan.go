@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/planexec/planexec/internal/canonjson"
 	"github.com/planexec/planexec/internal/dag"
-	"github.com/planexec/planexec/internal/rawjson"
 	"github.com/planexec/planexec/internal/strictjson"
 	"github.com/planexec/planexec/store"
 )
@@ -158,27 +158,128 @@ type vplan struct {
 }
 
 // document returns the plan's JSON document as a store keeps it
-// (store.PlanRecord.Plan): encoding/json's, without HTML escaping, with each
-// step's arguments byte for byte as the planner wrote them. It is encoded
-// once, for every save of the plan.
-func (v *vplan) document() ([]byte, error) {
-	if v.doc != nil {
-		return v.doc, nil
+// (store.PlanRecord.Plan), encoded once for every save of the plan: what
+// encoding/json writes for a Plan without HTML escaping, except that each
+// step's arguments stand byte for byte as the planner wrote them (they were
+// checked as JSON by validation).
+func (v *vplan) document() []byte {
+	if v.doc == nil {
+		v.doc = appendPlan(nil, &v.plan)
 	}
-	args := make([]json.RawMessage, len(v.plan.Steps))
-	for i, s := range v.plan.Steps {
-		args[i] = s.Arguments
-	}
-	doc, err := rawjson.Marshal(&v.plan, planArguments, args)
-	if err != nil {
-		return nil, err
-	}
-	v.doc = doc
-	return doc, nil
+	return v.doc
 }
 
-// planArguments leads from a plan's document to each step's arguments.
-var planArguments = []string{"steps", rawjson.Each, "arguments"}
+// appendPlan appends p's document to b. It writes what encoding/json would
+// (field order, omitted empty fields, string escapes) without its
+// reflection and without compacting the arguments, only to put them back.
+func appendPlan(b []byte, p *Plan) []byte {
+	size := 64 + len(p.ID) + len(p.Goal)
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		size += 64 + len(s.ID) + len(s.Tool) + len(s.Arguments) + len(s.Intent)
+		for _, d := range s.DependsOn {
+			size += 3 + len(d)
+		}
+	}
+	b = slices.Grow(b, size)
+	b = append(b, `{"id":`...)
+	b = appendJSONString(b, p.ID)
+	b = append(b, `,"goal":`...)
+	b = appendJSONString(b, p.Goal)
+	b = append(b, `,"revision":`...)
+	b = strconv.AppendInt(b, int64(p.Revision), 10)
+	b = append(b, `,"steps":`...)
+	if p.Steps == nil {
+		return append(b, "null}"...)
+	}
+	b = append(b, '[')
+	for i := range p.Steps {
+		s := &p.Steps[i]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, s.ID)
+		b = append(b, `,"tool":`...)
+		b = appendJSONString(b, s.Tool)
+		b = append(b, `,"arguments":`...)
+		if len(s.Arguments) == 0 {
+			b = append(b, "null"...)
+		} else {
+			b = append(b, s.Arguments...)
+		}
+		if len(s.DependsOn) > 0 {
+			b = append(b, `,"depends_on":[`...)
+			for j, d := range s.DependsOn {
+				if j > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, d)
+			}
+			b = append(b, ']')
+		}
+		if s.Intent != "" {
+			b = append(b, `,"intent":`...)
+			b = appendJSONString(b, s.Intent)
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...)
+}
+
+// appendJSONString appends s quoted as encoding/json quotes a string when it
+// does not escape HTML: '"' and '\\' escaped, control characters as \b, \f,
+// \n, \r, \t or \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
 
 // decodeStored decodes a plan document a store gave back. One that does not
 // decode is a damaged record.
