@@ -503,7 +503,7 @@ func cExecutePending(t *testing.T) (*planexec.Run, *approve, *recorder, *planexe
 	if err != nil {
 		t.Fatalf("LoadPlan: %v", err)
 	}
-	if n := len(planOf(t, rec).Steps); rec.Status != store.PlanAwaitingApproval || n != 3 || len(rec.Steps) != 0 {
+	if n := len(planOf(t, rec).Steps); rec.Status != store.RunAwaitingApproval || n != 3 || len(rec.Steps) != 0 {
 		t.Errorf("stored plan: status %q, %d steps, %d results; want awaiting_approval, 3, 0", rec.Status, n, len(rec.Steps))
 	}
 	return run, gate, r, pending

@@ -48,6 +48,7 @@ type Contract struct {
 	irreversible bool
 	approval     bool // a person clears every step, whatever its effect
 	keyArgs      []string
+	perTenant    bool // the key identifies an effect of the tenant, not of one run
 	typ          reflect.Type
 	dec          *strictjson.Decoder
 	schema       json.RawMessage
@@ -71,6 +72,20 @@ func Irreversible() ContractOption { return func(c *Contract) { c.irreversible =
 func KeyArguments(names ...string) ContractOption {
 	return func(c *Contract) { c.keyArgs = append(c.keyArgs, names...) }
 }
+
+// OncePerTenant makes the tool's effect happen once per tenant rather than
+// once per run: the idempotency key digests the tenant, the tool and the
+// key arguments, not the run, so a second run that asks for the same effect
+// gets the first one's recorded outcome (or, while another holder has it in
+// flight or it is in doubt, an *IndeterminateOutcomeError), and the tool is
+// not called again.
+//
+// Choose it for effects the world should see once whichever run asks: a
+// refund of one order, a welcome email to one address, a report for one
+// day (put the order, the address, the day in KeyArguments). Keep the
+// default, once per run, for effects a user may rightly ask for again in a
+// new run: a second booking on another day is a new run, not a repeat.
+func OncePerTenant() ContractOption { return func(c *Contract) { c.perTenant = true } }
 
 // RequireApproval sends every step of the tool to a person, even when its
 // effect can be undone and no autonomy class covers it.

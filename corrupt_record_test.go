@@ -94,7 +94,7 @@ func TestAStepRecordOfAnUnknownStatusIsACorruptRecordAndNothingRuns(t *testing.T
 			st := memory.New()
 			plan := tripPlan()
 			plan.ID, plan.Revision = "p1", 1
-			if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", plan, store.PlanRunning)); err != nil {
+			if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", plan, store.RunRunning)); err != nil {
 				t.Fatalf("SavePlan: %v", err)
 			}
 			// s1 finished, but its status was damaged on the way to disk.
@@ -155,7 +155,7 @@ func TestAStoredPlanThatIsNotThePlanOnRecordIsACorruptRecord(t *testing.T) {
 			st := memory.New()
 			plan := tripPlan()
 			plan.ID, plan.Revision = "p1", 1
-			rec := storedPlan(t, "acme", "run-1", plan, store.PlanRunning)
+			rec := storedPlan(t, "acme", "run-1", plan, store.RunRunning)
 			tc.damage(rec)
 			if err := st.SavePlan(ctx, rec); err != nil {
 				t.Fatalf("SavePlan: %v", err)

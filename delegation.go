@@ -24,21 +24,21 @@ type Agent struct {
 type Delegation struct {
 	// RunID identifies the run; plan records and idempotency keys are scoped
 	// by it. Default: a new UUID when the run is made.
-	RunID string
+	RunID string `json:"run_id"`
 	// Tenant scopes every record; one tenant never sees another's.
-	Tenant string
+	Tenant string `json:"tenant"`
 	// User is the person the run acts for.
-	User string
+	User string `json:"user,omitempty"`
 	// Agent is the agent the authority was delegated to.
-	Agent string
-	// Scope lists the tools delegated. nil allows every tool the executor
-	// has; an empty, non-nil scope allows nothing.
-	Scope []string
+	Agent string `json:"agent,omitempty"`
+	// Scope lists the tools delegated. nil (JSON null) allows every tool
+	// the executor has; an empty, non-nil scope ([]) allows nothing.
+	Scope []string `json:"scope"`
 	// Expires ends the delegation; zero never expires. It is checked again
 	// just before each step runs.
-	Expires time.Time
+	Expires time.Time `json:"expires,omitzero"`
 	// Parent is the run this one was delegated from (see Delegate).
-	Parent string
+	Parent string `json:"parent,omitempty"`
 }
 
 // Delegate returns a child delegation for agent that may touch at most scope

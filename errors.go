@@ -51,6 +51,10 @@ var ErrRunBusy = errors.New("planexec: the run is already executing")
 // ErrNoOutcome reports a step that has no outcome to read: it did not finish.
 var ErrNoOutcome = errors.New("planexec: the step has no outcome")
 
+// ErrNotPending reports a decision for a request the run does not await:
+// of another run or tenant, never made, or already decided.
+var ErrNotPending = errors.New("planexec: no such request pending")
+
 // ErrInvalidDecision reports a decision that cannot be recorded: it names no
 // request, or is neither approved nor denied.
 var ErrInvalidDecision = errors.New("planexec: invalid decision")

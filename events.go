@@ -2,6 +2,7 @@ package planexec
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -33,42 +34,107 @@ const (
 	EventPlanFailed        EventKind = "PLAN_FAILED"        // the run stopped with an error
 )
 
-// Event is one entry of the record. Fields that do not apply are zero.
+// Event is one entry of the record. Fields that do not apply are zero, and
+// are left out of its JSON form, which is how a store keeps it.
 type Event struct {
-	// Seq numbers the run's events from 1, in the order they happened.
-	Seq      int64
-	Kind     EventKind
-	Time     time.Time
-	RunID    string
-	Tenant   string
-	PlanID   string
-	Revision int
-	StepID   string
-	Tool     string
+	// Seq numbers the run's events from 1, in the order they happened (in
+	// a history read from the store: in the order they were stored).
+	Seq      int64     `json:"seq,omitzero"`
+	Kind     EventKind `json:"kind"`
+	Time     time.Time `json:"time"`
+	RunID    string    `json:"run_id"`
+	Tenant   string    `json:"tenant"`
+	PlanID   string    `json:"plan_id,omitempty"`
+	Revision int       `json:"revision,omitempty"`
+	StepID   string    `json:"step_id,omitempty"`
+	Tool     string    `json:"tool,omitempty"`
 	// Reason is the refusal reason, for PLAN_REFUSED.
-	Reason Reason
+	Reason Reason `json:"reason,omitempty"`
 	// Attempt is the planning attempt, for planning events.
-	Attempt int
+	Attempt int `json:"attempt,omitempty"`
 	// Usage is what the model call cost, for planning events; Model and
 	// RequestID name the model that answered and the provider's id for the
 	// call, where the provider reports them.
-	Usage     *llm.Usage
-	Model     string
-	RequestID string
+	Usage     *llm.Usage `json:"usage,omitempty"`
+	Model     string     `json:"model,omitempty"`
+	RequestID string     `json:"request_id,omitempty"`
 	// Request is the approval request's id, for approval events.
-	Request  string
-	Approver string
+	Request  string `json:"request,omitempty"`
+	Approver string `json:"approver,omitempty"`
 	// Grant and Level name the autonomy grant, for AUTONOMY_ events.
-	Grant string
-	Level Level
+	Grant string `json:"grant,omitempty"`
+	Level Level  `json:"level,omitempty"`
 	// Replayed marks an outcome or decision taken from the record instead of
 	// being produced again.
-	Replayed bool
+	Replayed bool `json:"replayed,omitempty"`
 	// Duration is how long the tool ran, for STEP_EXECUTED and STEP_FAILED.
-	Duration time.Duration
+	Duration time.Duration `json:"duration,omitempty"`
 	// Detail is a short explanation (why a step escalated, how it failed).
 	// It never contains argument values.
-	Detail string
+	Detail string `json:"detail,omitempty"`
+}
+
+// appendEvent appends e's JSON form, as encoding/json writes it without
+// HTML escaping, to b: the document a store keeps (with no seq: the store
+// numbers what it keeps).
+func appendEvent(b []byte, e *Event) []byte {
+	b = append(b, '{')
+	if e.Seq != 0 {
+		b = append(b, `"seq":`...)
+		b = strconv.AppendInt(b, e.Seq, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"kind":`...)
+	b = appendJSONString(b, string(e.Kind))
+	b = append(b, `,"time":"`...)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","run_id":`...)
+	b = appendJSONString(b, e.RunID)
+	b = append(b, `,"tenant":`...)
+	b = appendJSONString(b, e.Tenant)
+	str := func(name, v string) {
+		if v != "" {
+			b = append(b, ',', '"')
+			b = append(b, name...)
+			b = append(b, '"', ':')
+			b = appendJSONString(b, v)
+		}
+	}
+	num := func(name string, v int64) {
+		if v != 0 {
+			b = append(b, ',', '"')
+			b = append(b, name...)
+			b = append(b, '"', ':')
+			b = strconv.AppendInt(b, v, 10)
+		}
+	}
+	str("plan_id", e.PlanID)
+	num("revision", int64(e.Revision))
+	str("step_id", e.StepID)
+	str("tool", e.Tool)
+	str("reason", string(e.Reason))
+	num("attempt", int64(e.Attempt))
+	if u := e.Usage; u != nil {
+		b = append(b, `,"usage":{"input_tokens":`...)
+		b = strconv.AppendInt(b, u.InputTokens, 10)
+		b = append(b, `,"output_tokens":`...)
+		b = strconv.AppendInt(b, u.OutputTokens, 10)
+		b = append(b, `,"calls":`...)
+		b = strconv.AppendInt(b, u.Calls, 10)
+		b = append(b, '}')
+	}
+	str("model", e.Model)
+	str("request_id", e.RequestID)
+	str("request", e.Request)
+	str("approver", e.Approver)
+	str("grant", e.Grant)
+	str("level", string(e.Level))
+	if e.Replayed {
+		b = append(b, `,"replayed":true`...)
+	}
+	num("duration", int64(e.Duration))
+	str("detail", e.Detail)
+	return append(b, '}')
 }
 
 // Observer sees each event as it happens, in the order of the run's record.

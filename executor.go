@@ -60,6 +60,9 @@ type Config struct {
 	Holder string
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// PollInterval is how often Run.Follow asks the store for new events.
+	// Default: 250ms.
+	PollInterval time.Duration
 }
 
 // NoReplans, as Config.MaxReplans, asks the planner once and never again.
@@ -77,7 +80,8 @@ type Executor struct {
 	plans     PlanStore
 	claims    IdempotencyStore
 	approvals ApprovalStore
-	steps     store.StepStore // a step's claim and record in one transaction
+	steps     store.StepStore  // a step's claim and record in one transaction
+	history   store.EventStore // each run's events
 
 	executions atomic.Uint64 // numbers executions, to name their holders
 }
@@ -124,11 +128,17 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 250 * time.Millisecond
+	}
 	if cfg.Store != nil {
 		ex.plans = cfg.Store
 		ex.claims, _ = cfg.Store.(IdempotencyStore)
 		ex.approvals, _ = cfg.Store.(ApprovalStore)
-		ex.steps, _ = cfg.Store.(store.StepStore)
+		if ex.claims != nil {
+			ex.steps, _ = cfg.Store.(store.StepStore)
+		}
+		ex.history, _ = cfg.Store.(store.EventStore)
 	}
 	if ex.approvals == nil {
 		ex.approvals = &decisions{}
@@ -223,7 +233,8 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 			// The effect may have landed: nothing runs until it is resolved.
 			ev(Event{Kind: EventStepFailed, StepID: s.step.ID, Tool: s.step.Tool, Detail: "in doubt on the record; resolve it before resuming"})
 			ev(Event{Kind: EventPlanFailed, Detail: "a step is in doubt; nothing ran"})
-			return nil, &IndeterminateOutcomeError{RunID: d.RunID, Step: s.step.ID, Tool: s.step.Tool, Key: Key{Tenant: d.Tenant, Digest: rec.Key}, InDoubt: true}
+			err := error(&IndeterminateOutcomeError{RunID: d.RunID, Step: s.step.ID, Tool: s.step.Tool, Key: Key{Tenant: d.Tenant, Digest: rec.Key}, InDoubt: true})
+			return nil, errors.Join(err, r.savePlan(context.WithoutCancel(ctx), v, store.RunInDoubt, waitsOf(err)))
 		case StepFailed:
 		default:
 			// A status this package never writes: the row is damaged, and
@@ -234,14 +245,21 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	}
 	// An expired delegation is refused before any person is asked to clear
 	// what it could not run.
+	// A run refused before anything ran is on record as failed, so that a
+	// stored run never says it awaits a person who has since said no.
 	if d.expired(r.ex.cfg.Now()) {
 		ev(Event{Kind: EventPlanFailed, Detail: "the delegation expired; nothing ran"})
-		return nil, &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
+		err := error(&DelegationError{RunID: d.RunID, Why: "the delegation expired"})
+		return nil, errors.Join(err, r.savePlan(context.WithoutCancel(ctx), v, store.RunFailed, nil))
 	}
 	clr, err := r.clear(ctx, v, finished, spent, ev)
 	var pending *ApprovalPendingError
 	if errors.As(err, &pending) {
-		if serr := r.savePlan(ctx, v, store.PlanAwaitingApproval); serr != nil {
+		waits := make([]store.Wait, len(pending.Requests))
+		for i, req := range pending.Requests {
+			waits[i] = store.Wait{StepID: req.StepID, Tool: req.Tool, Request: req.ID}
+		}
+		if serr := r.savePlan(ctx, v, store.RunAwaitingApproval, waits); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
 		pending.Stored = r.ex.plans != nil
@@ -249,15 +267,15 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	}
 	if err != nil {
 		ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
-		return nil, err
+		return nil, errors.Join(err, r.savePlan(context.WithoutCancel(ctx), v, store.RunFailed, nil))
 	}
-	if err := r.savePlan(ctx, v, store.PlanRunning); err != nil {
+	if err := r.savePlan(ctx, v, store.RunRunning, nil); err != nil {
 		return nil, err
 	}
 	err = r.dispatch(ctx, v, finished, clr, res, ev)
-	status := store.PlanCompleted
+	status, waits := store.RunCompleted, []store.Wait(nil)
 	if err != nil {
-		status = store.PlanFailed
+		status, waits = endStatus(ctx, err)
 		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", countDone(res), len(v.steps))})
 	} else {
 		res.Complete = true
@@ -267,11 +285,49 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	// how the run ended. A run that lost a claim to another holder leaves
 	// the status to that holder.
 	if !errors.Is(err, store.ErrFenced) {
-		if serr := r.savePlan(context.WithoutCancel(ctx), v, status); serr != nil {
+		if serr := r.savePlan(context.WithoutCancel(ctx), v, status, waits); serr != nil {
 			err = errors.Join(err, serr)
 		}
 	}
 	return res, err
+}
+
+// endStatus is the status of a run whose execution ended in err: in doubt
+// (waiting for its keys to be resolved) when a step's effect may have
+// landed, interrupted when ctx ended it or a live holder has a step, failed
+// otherwise.
+func endStatus(ctx context.Context, err error) (store.RunStatus, []store.Wait) {
+	if waits := waitsOf(err); waits != nil {
+		return store.RunInDoubt, waits
+	}
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrInFlight) {
+		return store.RunInterrupted, nil
+	}
+	return store.RunFailed, nil
+}
+
+// waitsOf lists the keys in doubt among err's *IndeterminateOutcomeErrors,
+// however they are joined or wrapped.
+func waitsOf(err error) []store.Wait {
+	var waits []store.Wait
+	var walk func(error)
+	walk = func(err error) {
+		switch e := err.(type) {
+		case nil:
+		case *IndeterminateOutcomeError:
+			if e.InDoubt {
+				waits = append(waits, store.Wait{StepID: e.Step, Tool: e.Tool, Key: e.Key.Digest})
+			}
+		case interface{ Unwrap() []error }:
+			for _, err := range e.Unwrap() {
+				walk(err)
+			}
+		case interface{ Unwrap() error }:
+			walk(e.Unwrap())
+		}
+	}
+	walk(err)
+	return waits
 }
 
 func countDone(res *Result) int {
@@ -284,18 +340,21 @@ func countDone(res *Result) int {
 	return n
 }
 
-func (r *Run) savePlan(ctx context.Context, v *vplan, status store.PlanStatus) error {
+// savePlan stores the plan with where the run stands and what it waits for,
+// and the events not yet stored.
+func (r *Run) savePlan(ctx context.Context, v *vplan, status store.RunStatus, waits []store.Wait) error {
 	if r.ex.plans == nil {
 		return nil
 	}
 	now := r.ex.cfg.Now()
 	d := &r.d
 	err := r.ex.plans.SavePlan(ctx, &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
-		PlanID: v.plan.ID, Plan: v.document(), Status: status, Created: now, Updated: now})
+		PlanID: v.plan.ID, Plan: v.document(), Status: status, Waiting: waits, Delegation: r.delegation(),
+		Created: now, Updated: now})
 	if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
-	return nil
+	return r.flush(ctx)
 }
 
 // stepDone reports one finished step.
@@ -629,7 +688,8 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	if claims != nil {
 		var err error
 		if r.ex.steps != nil {
-			err = r.ex.steps.CompleteStep(rctx, s.key, epoch, outcome, d.RunID, r.stepRecord(v, id, res, clr, "", end))
+			err = r.writeStep(rctx, &store.StepWrite{Key: s.key, Epoch: epoch, RunID: d.RunID, Outcome: outcome,
+				Record: r.stepRecord(v, id, res, clr, "", end)}, r.ex.steps.CompleteStep)
 		} else {
 			err = claims.Complete(rctx, s.key, epoch, outcome)
 		}
@@ -730,7 +790,8 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	var serr error
 	switch claims := r.ex.claims; {
 	case r.ex.steps != nil:
-		if serr = r.ex.steps.ReleaseStep(ctx, s.key, epoch, inDoubt, r.d.RunID, r.stepRecord(v, id, res, clr, err.Error(), r.ex.cfg.Now())); serr != nil {
+		w := &store.StepWrite{Key: s.key, Epoch: epoch, RunID: r.d.RunID, InDoubt: inDoubt, Record: r.stepRecord(v, id, res, clr, err.Error(), r.ex.cfg.Now())}
+		if serr = r.writeStep(ctx, w, r.ex.steps.ReleaseStep); serr != nil {
 			serr = fmt.Errorf("planexec: recording the failure of step %s: %w", quote(id), serr)
 		}
 	case claims != nil:

@@ -336,7 +336,7 @@ func mustContract[T any](name string, opts ...planexec.ContractOption) *planexec
 }
 
 // storedPlan is a plan record holding p as a store would: its document.
-func storedPlan(t testing.TB, tenant, run string, p planexec.Plan, status store.PlanStatus) *store.PlanRecord {
+func storedPlan(t testing.TB, tenant, run string, p planexec.Plan, status store.RunStatus) *store.PlanRecord {
 	t.Helper()
 	doc, err := json.Marshal(p)
 	if err != nil {

@@ -66,18 +66,18 @@ func (s *leaseStore) Extend(ctx context.Context, key planexec.Key, epoch int64, 
 	}
 }
 
-func (s *leaseStore) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
+func (s *leaseStore) CompleteStep(ctx context.Context, w *store.StepWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.Store.CompleteStep(ctx, key, epoch, outcome, runID, rec)
+	return s.Store.CompleteStep(ctx, w)
 }
 
-func (s *leaseStore) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
+func (s *leaseStore) ReleaseStep(ctx context.Context, w *store.StepWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.Store.ReleaseStep(ctx, key, epoch, inDoubt, runID, rec)
+	return s.Store.ReleaseStep(ctx, w)
 }
 
 // awaitRenewal waits for a renewal written at or after since on the store's
@@ -323,7 +323,7 @@ func TestAHolderWhoseClaimWasTakenOverWritesNothingOverTheNewHoldersRecord(t *te
 			if lerr != nil {
 				t.Fatal(lerr)
 			}
-			if rec.Status != store.PlanCompleted || rec.Steps["s1"].Status != planexec.StepDone || string(rec.Steps["s1"].Outcome) != `["FAST"]` {
+			if rec.Status != store.RunCompleted || rec.Steps["s1"].Status != planexec.StepDone || string(rec.Steps["s1"].Outcome) != `["FAST"]` {
 				t.Errorf("after the late holder returned: plan %s, step %+v; want the new holder's: completed, done with [\"FAST\"]", rec.Status, rec.Steps["s1"])
 			}
 			third, _ := newExecutor(t, r, edits(withStore(st), slowSearch))

@@ -351,7 +351,7 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
 		}
 		v.steps[i] = vstep{step: &v.plan.Steps[i], tool: t, args: args,
-			key: Key{Tenant: d.Tenant, Digest: keys.digest(s.Tool, args.keyJSON)}}
+			key: Key{Tenant: d.Tenant, Digest: keys.digest(s.Tool, args.keyJSON, t.contract.perTenant)}}
 	}
 	// Two steps with one key would be one effect: the second would replay
 	// the first, or wait on it as if another holder had it.
@@ -422,26 +422,36 @@ func firstViolation(e *PlanValidationError) string {
 }
 
 // keyer digests idempotency keys: the canonical JSON object
-// {"arguments": ..., "run": ..., "tenant": ..., "tool": ...}, built by hand
+// {"arguments": ..., "run": ..., "tenant": ..., "tool": ...} ("run" left out
+// for an effect once per tenant), built by hand
 // (members in sorted order) in one reused buffer.
 type keyer struct {
 	runTenant []byte // `,"run":"…","tenant":"…","tool":`
+	tenant    []byte // `,"tenant":"…","tool":`, for effects once per tenant
 	buf       []byte
 }
 
 func newKeyer(tenant, run string) *keyer {
 	b := append([]byte(nil), `,"run":`...)
 	b = canonjson.AppendString(b, run)
+	at := len(b)
 	b = append(b, `,"tenant":`...)
 	b = canonjson.AppendString(b, tenant)
 	b = append(b, `,"tool":`...)
-	return &keyer{runTenant: b}
+	return &keyer{runTenant: b, tenant: b[at:]}
 }
 
-func (k *keyer) digest(tool string, arguments []byte) string {
+// digest is the key of tool's effect with arguments: of this run, or of
+// the tenant when perTenant (the object has no "run" member then, so the
+// two never meet).
+func (k *keyer) digest(tool string, arguments []byte, perTenant bool) string {
 	k.buf = append(k.buf[:0], `{"arguments":`...)
 	k.buf = append(k.buf, arguments...)
-	k.buf = append(k.buf, k.runTenant...)
+	if perTenant {
+		k.buf = append(k.buf, k.tenant...)
+	} else {
+		k.buf = append(k.buf, k.runTenant...)
+	}
 	k.buf = canonjson.AppendString(k.buf, tool)
 	k.buf = append(k.buf, '}')
 	return canonjson.Sum(k.buf)

@@ -213,7 +213,12 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 // attempt. Past the allowance it returns a *PlanValidationError with
 // ReasonReplan, wrapping the last refusal. An error from the planner itself
 // (a provider outage) is returned as it is.
-func (r *Run) Plan(ctx context.Context, planner Planner, task string) (Plan, error) {
+func (r *Run) Plan(ctx context.Context, planner Planner, task string) (_ Plan, err error) {
+	defer r.storeHistory(ctx, &err)
+	return r.plan(ctx, planner, task)
+}
+
+func (r *Run) plan(ctx context.Context, planner Planner, task string) (Plan, error) {
 	d := &r.d
 	if len(r.catalog) == 0 {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation's scope leaves no tool to plan with"}

@@ -67,7 +67,7 @@ func TestResumeReplaysFinishedStepsAndRunsTheRest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan: %v", err)
 	}
-	if rec.Status != store.PlanCompleted || rec.Steps["s2"].Status != planexec.StepDone {
+	if rec.Status != store.RunCompleted || rec.Steps["s2"].Status != planexec.StepDone {
 		t.Errorf("stored after resume: status %q, s2 %q; want completed and done", rec.Status, rec.Steps["s2"].Status)
 	}
 }
@@ -219,7 +219,7 @@ func TestResumeDoesNotReplayAStepRecordOfAnotherPlan(t *testing.T) {
 		iSearch("s1", "LHR"),
 		iSearch("s2", "LGW", "s1"),
 	}}
-	if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", planB, store.PlanRunning)); err != nil {
+	if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", planB, store.RunRunning)); err != nil {
 		t.Fatalf("SavePlan: %v", err)
 	}
 	// A late write from plan A of the same run, for a step of the same id

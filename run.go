@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -33,6 +34,13 @@ type Run struct {
 	mu      sync.Mutex
 	usage   llm.Usage
 	planned planRef // the last plan Plan accepted
+
+	// The history's writes, one at a time so it is stored in order.
+	flushMu sync.Mutex
+	stored  int    // rec.events[:stored] are in the store
+	buf     []byte // the documents of the events being stored
+
+	delegationDoc []byte // d as stored, once encoded; written under busy
 }
 
 // planRef names one revision of a plan.
@@ -80,6 +88,14 @@ func (ex *Executor) Run(d Delegation, opts ...RunOption) (*Run, error) {
 		}
 	}
 	return r, nil
+}
+
+// delegation returns the run's delegation as stored with its plan.
+func (r *Run) delegation() []byte {
+	if r.delegationDoc == nil {
+		r.delegationDoc, _ = json.Marshal(&r.d) // strings, a time and a list: it cannot fail
+	}
+	return r.delegationDoc
 }
 
 // ID is the run's id.
@@ -133,12 +149,21 @@ func (r *Run) Validate(plan Plan) error {
 // A plan without an id gets one. A plan that Plan did not just return (built
 // by hand, or edited to a new id or revision) is recorded as PLANNED once it
 // passes validation.
-func (r *Run) Execute(ctx context.Context, plan Plan) (*Result, error) {
+func (r *Run) Execute(ctx context.Context, plan Plan) (_ *Result, err error) {
 	if !r.busy.CompareAndSwap(false, true) {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
+	defer r.storeHistory(ctx, &err)
 	return r.execute(ctx, plan)
+}
+
+// storeHistory stores, as a call ends, the events it recorded that are not
+// in the store yet; a failure to is joined to the call's error.
+func (r *Run) storeHistory(ctx context.Context, err *error) {
+	if ferr := r.flush(context.WithoutCancel(ctx)); ferr != nil {
+		*err = errors.Join(*err, ferr)
+	}
 }
 
 func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
@@ -169,11 +194,12 @@ func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
 // refuses it with ReasonArguments), replays the steps that finished, clears
 // what still needs clearing (a recorded decision is not asked again), and
 // runs the rest. A run the store has no record of is ErrNoRecord.
-func (r *Run) Resume(ctx context.Context) (*Result, error) {
+func (r *Run) Resume(ctx context.Context) (_ *Result, err error) {
 	if !r.busy.CompareAndSwap(false, true) {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
+	defer r.storeHistory(ctx, &err)
 	rec, err := r.load(ctx)
 	if err != nil {
 		return nil, err
@@ -217,11 +243,12 @@ func (r *Run) resume(ctx context.Context, rec *store.PlanRecord) (*Result, error
 // record of it, and otherwise plans task with planner and executes the plan.
 // It is what a service calls on every request for a job, first or repeated:
 // a retried request resumes instead of planning (and acting) again.
-func (r *Run) Do(ctx context.Context, planner Planner, task string) (*Result, error) {
+func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, err error) {
 	if !r.busy.CompareAndSwap(false, true) {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
+	defer r.storeHistory(ctx, &err)
 	if r.ex.plans != nil {
 		rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
 		switch {
@@ -231,7 +258,7 @@ func (r *Run) Do(ctx context.Context, planner Planner, task string) (*Result, er
 			return nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
 		}
 	}
-	plan, err := r.Plan(ctx, planner, task)
+	plan, err := r.plan(ctx, planner, task)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +275,10 @@ func (r *Run) Forget(ctx context.Context) error {
 
 // Decide records a person's decision for one of the run's approval requests,
 // so the next Resume finds it instead of asking again. A decision that names
-// no request, or is neither Approved nor Denied, is ErrInvalidDecision.
+// no request, or is neither Approved nor Denied, is ErrInvalidDecision. With
+// a store, the request must be one the stored run awaits (RunInfo.Waiting)
+// and still pending: a request of another run or tenant, one never made, or
+// one already decided is ErrNotPending, and nothing is recorded.
 func (r *Run) Decide(ctx context.Context, d Decision) error {
 	if d.RequestID == "" {
 		return fmt.Errorf("planexec: the decision names no request: %w", ErrInvalidDecision)
@@ -258,10 +288,45 @@ func (r *Run) Decide(ctx context.Context, d Decision) error {
 	default:
 		return fmt.Errorf("planexec: a decision is approved or denied, not %s: %w", quote(string(d.Status)), ErrInvalidDecision)
 	}
+	now := r.ex.cfg.Now()
 	if d.DecidedAt.IsZero() {
-		d.DecidedAt = r.ex.cfg.Now()
+		d.DecidedAt = now
+	}
+	if err := r.pending(ctx, d.RequestID, now); err != nil {
+		return err
 	}
 	return r.ex.approvals.SaveDecision(ctx, r.d.Tenant, d)
+}
+
+// pending checks that the stored run awaits a decision on request.
+func (r *Run) pending(ctx context.Context, request string, now time.Time) error {
+	if r.ex.plans == nil {
+		return nil // nothing records what a run awaits
+	}
+	notPending := func(why string) error {
+		return fmt.Errorf("planexec: request %s of run %s: %s: %w", quote(request), quote(r.d.RunID), why, ErrNotPending)
+	}
+	rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
+	switch {
+	case errors.Is(err, ErrNoRecord):
+		return notPending("the run is not on record")
+	case err != nil:
+		return fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
+	case rec.Status != store.RunAwaitingApproval:
+		return notPending(fmt.Sprintf("the run is %s, awaiting no decision", rec.Status))
+	case !slices.ContainsFunc(rec.Waiting, func(w store.Wait) bool { return w.Request == request }):
+		return notPending("the run awaits no such request")
+	}
+	prev, err := r.ex.approvals.Decision(ctx, r.d.Tenant, request)
+	switch {
+	case errors.Is(err, ErrNoRecord):
+		return nil
+	case err != nil:
+		return fmt.Errorf("planexec: reading the decision on request %s: %w", quote(request), err)
+	case prev.Status == Denied || (prev.Status == Approved && !prev.expired(now)):
+		return notPending("it is already decided (" + string(prev.Status) + ")")
+	}
+	return nil
 }
 
 // Resolve settles an effect in doubt (see *IndeterminateOutcomeError) once

@@ -245,7 +245,7 @@ func TestOneExecutorServesManyRunsAtOnceEachWithItsOwnRecord(t *testing.T) {
 			}
 		}
 		rec, err := db.LoadPlan(context.Background(), "acme", o.id)
-		if err != nil || rec.Status != store.PlanCompleted || len(rec.Steps) != steps {
+		if err != nil || rec.Status != store.RunCompleted || len(rec.Steps) != steps {
 			t.Errorf("%s: stored as %v, %v", o.id, rec, err)
 		}
 	}

@@ -33,7 +33,7 @@ func (s *stepsCounting) Complete(ctx context.Context, k planexec.Key, e int64, o
 	return s.Store.Complete(ctx, k, e, o)
 }
 
-func (s *stepsCounting) CompleteStep(ctx context.Context, k planexec.Key, e int64, o json.RawMessage, run string, rec store.StepRecord) error {
+func (s *stepsCounting) CompleteStep(ctx context.Context, w *store.StepWrite) error {
 	s.mu.Lock()
 	s.together++
 	fail := s.failNextComplete
@@ -42,14 +42,14 @@ func (s *stepsCounting) CompleteStep(ctx context.Context, k planexec.Key, e int6
 	if fail != nil {
 		return fail // neither is written
 	}
-	return s.Store.CompleteStep(ctx, k, e, o, run, rec)
+	return s.Store.CompleteStep(ctx, w)
 }
 
-func (s *stepsCounting) ReleaseStep(ctx context.Context, k planexec.Key, e int64, inDoubt bool, run string, rec store.StepRecord) error {
+func (s *stepsCounting) ReleaseStep(ctx context.Context, w *store.StepWrite) error {
 	s.mu.Lock()
 	s.released++
 	s.mu.Unlock()
-	return s.Store.ReleaseStep(ctx, k, e, inDoubt, run, rec)
+	return s.Store.ReleaseStep(ctx, w)
 }
 
 func (s *stepsCounting) counts() (together, apart, released int) {

@@ -55,7 +55,7 @@ func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 	if loadErr != nil {
 		t.Fatalf("inside the first tool, LoadPlan: %v", loadErr)
 	}
-	if inside.Status != store.PlanRunning {
+	if inside.Status != store.RunRunning {
 		t.Errorf("status inside the first tool = %q, want running", inside.Status)
 	}
 	if len(inside.Steps) != 0 {
@@ -72,7 +72,7 @@ func TestThePlanIsStoredAsRunningBeforeTheFirstStepRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan after the run: %v", err)
 	}
-	if after.Status != store.PlanCompleted || len(after.Steps) != 2 {
+	if after.Status != store.RunCompleted || len(after.Steps) != 2 {
 		t.Errorf("after the run: status %q, %d steps; want completed with 2", after.Status, len(after.Steps))
 	}
 }
@@ -109,7 +109,7 @@ func TestEachStepIsStoredBeforeTheStepsThatWaitOnItRun(t *testing.T) {
 	if _, early := inside.Steps["s2"]; early {
 		t.Errorf("s2 is on record while it is still running")
 	}
-	if inside.Status != store.PlanRunning {
+	if inside.Status != store.RunRunning {
 		t.Errorf("status while step 2 runs = %q, want running", inside.Status)
 	}
 }
@@ -131,7 +131,7 @@ func TestWhatFinishedIsOnRecordWhenALaterStepFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan: %v", err)
 	}
-	if rec.Status != store.PlanFailed {
+	if rec.Status != store.RunFailed {
 		t.Errorf("plan status %q, want failed", rec.Status)
 	}
 	if s1 := rec.Steps["s1"]; s1.Status != planexec.StepDone || len(s1.Outcome) == 0 {
@@ -169,7 +169,7 @@ func TestTheStoreRecordsAFailedIrreversibleStepAsInDoubtAndAReversibleOneAsFaile
 			if got := rec.Steps["x1"].Status; got != tc.want {
 				t.Errorf("stored status %q, want %q", got, tc.want)
 			}
-			if rec.Status != store.PlanFailed {
+			if rec.Status != store.RunFailed {
 				t.Errorf("plan status %q, want failed", rec.Status)
 			}
 		})

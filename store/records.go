@@ -8,16 +8,39 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// PlanStatus is where a stored plan stands.
-type PlanStatus string
+// RunStatus is where a stored run stands. planexec.RunStatus is this type.
+type RunStatus string
 
-// Plan states.
+// Run states.
 const (
-	PlanRunning          PlanStatus = "running"
-	PlanAwaitingApproval PlanStatus = "awaiting_approval"
-	PlanCompleted        PlanStatus = "completed"
-	PlanFailed           PlanStatus = "failed"
+	// RunRunning: an executor is running the plan.
+	RunRunning RunStatus = "running"
+	// RunAwaitingApproval: a person has yet to decide on a step (Waiting
+	// names the requests); the run goes on when resumed after the decision.
+	RunAwaitingApproval RunStatus = "awaiting_approval"
+	// RunInDoubt: a step's effect may or may not have landed (Waiting names
+	// its key); nothing runs until the key is resolved.
+	RunInDoubt RunStatus = "in_doubt"
+	// RunInterrupted: the run was stopped before it finished (its context
+	// was cancelled) with nothing in doubt; resuming it goes on.
+	RunInterrupted RunStatus = "interrupted"
+	RunCompleted   RunStatus = "completed"
+	// RunFailed: a step failed, or a person or the autonomy ladder refused
+	// one.
+	RunFailed RunStatus = "failed"
 )
+
+// RunStatuses are the statuses a run record may hold, each once.
+var RunStatuses = []RunStatus{RunRunning, RunAwaitingApproval, RunInDoubt, RunInterrupted, RunCompleted, RunFailed}
+
+// Wait is one thing a stopped run waits for: a person's decision on an
+// approval request, or the resolution of a key in doubt.
+type Wait struct {
+	StepID  string `json:"step_id"`
+	Tool    string `json:"tool"`
+	Request string `json:"request,omitempty"` // the approval request's id
+	Key     string `json:"key,omitempty"`     // the digest of the key in doubt
+}
 
 // StepStatus is where a stored step stands. planexec.StepStatus is this
 // type: a step's result reports it too.
@@ -34,8 +57,8 @@ const (
 // package writes. Durable stores refuse records written by a newer version.
 const RecordVersion = 1
 
-// PlanRecord is a run's plan as stored: the plan, where it stands, and each
-// step that has finished.
+// PlanRecord is a run as stored: its plan, where it stands, what it waits
+// for, the delegation it acts under, and each step that has finished.
 type PlanRecord struct {
 	Version int
 	Tenant  string
@@ -47,7 +70,13 @@ type PlanRecord struct {
 	// step's arguments byte for byte as its planner did). A store keeps it
 	// as it is and gives it back as it was.
 	Plan   json.RawMessage
-	Status PlanStatus
+	Status RunStatus
+	// Waiting is what the run waits for, when it awaits approval or is in
+	// doubt; nil otherwise.
+	Waiting []Wait
+	// Delegation is the delegation the run acts under, the JSON document
+	// the executor wrote, so that any replica can pick the run up.
+	Delegation json.RawMessage
 	// Steps holds the steps that finished or failed, by step id.
 	Steps   map[string]StepRecord
 	Created time.Time
@@ -76,16 +105,91 @@ type StepRecord struct {
 	Finished time.Time       `json:"finished"`
 }
 
+// StepWrite is one finished step's writes: its claim's end, its record and
+// the events of the run's history up to it.
+type StepWrite struct {
+	Key   Key
+	Epoch int64
+	RunID string
+	// Record is the step's record, saved as PlanStore.SaveStep saves it.
+	Record StepRecord
+	// Outcome is what CompleteStep records as the claim's outcome.
+	Outcome json.RawMessage
+	// InDoubt says ReleaseStep keeps the key in doubt instead of freeing it.
+	InDoubt bool
+	// Events are appended to the run's history as EventStore.AppendEvents
+	// appends them, by a store that keeps histories.
+	Events []json.RawMessage
+}
+
 // StepStore is the capability of a store that keeps plans and idempotency
-// claims in one database: it writes a step's claim and its record in one
-// transaction, so there is no moment in which one is written and the other
-// is not. When the executor's store has it, the executor uses it for every
-// finished step. The key's tenant scopes both writes.
+// claims in one database: it writes a step's claim, its record and the
+// run's events up to it in one transaction, so there is no moment in which
+// one is written and the others are not. When the executor's store has it,
+// the executor uses it for every finished step. The key's tenant scopes the
+// writes. Each method fails with ErrFenced, writing nothing, when w.Epoch
+// no longer holds the key, and with ErrNoRecord when the run has no plan
+// record.
 type StepStore interface {
-	// CompleteStep does IdempotencyStore.Complete and PlanStore.SaveStep at
-	// once: both or neither.
-	CompleteStep(ctx context.Context, key Key, epoch int64, outcome json.RawMessage, runID string, rec StepRecord) error
-	// ReleaseStep does IdempotencyStore.Release and PlanStore.SaveStep at
-	// once: both or neither.
-	ReleaseStep(ctx context.Context, key Key, epoch int64, inDoubt bool, runID string, rec StepRecord) error
+	// CompleteStep does IdempotencyStore.Complete, PlanStore.SaveStep and
+	// EventStore.AppendEvents at once: all or none.
+	CompleteStep(ctx context.Context, w *StepWrite) error
+	// ReleaseStep does IdempotencyStore.Release, PlanStore.SaveStep and
+	// EventStore.AppendEvents at once: all or none.
+	ReleaseStep(ctx context.Context, w *StepWrite) error
+}
+
+// EventRecord is one event of a run's history as stored.
+type EventRecord struct {
+	// Seq numbers the run's events from 1 in the order they were stored:
+	// the store gives each event the next number as it appends it, so a
+	// reader that has read up to Seq n misses nothing by asking for what
+	// comes after n.
+	Seq int64
+	// Event is the event's JSON document as the executor wrote it.
+	Event json.RawMessage
+}
+
+// EventStore is the capability of a store that keeps each run's history,
+// so that it outlives the process and can be read from any replica. A run
+// with no plan record may have a history (a run whose planning failed);
+// PlanStore.Forget removes it with the run.
+type EventStore interface {
+	// AppendEvents appends events to the run's history, in order, numbered
+	// on from its last.
+	AppendEvents(ctx context.Context, tenant, runID string, events []json.RawMessage) error
+	// Events returns up to limit of the run's events numbered after
+	// `after`, in order; none (not an error) when there are no more, or
+	// the run has no history.
+	Events(ctx context.Context, tenant, runID string, after int64, limit int) ([]EventRecord, error)
+}
+
+// RunQuery asks for a page of a tenant's runs.
+type RunQuery struct {
+	// Statuses are the statuses to list; none lists every status.
+	Statuses []RunStatus
+	// AfterUpdated and AfterRunID continue a listing after the run they
+	// name (the last of the previous page): runs are listed most recently
+	// updated first, then by run id. Zero: from the start.
+	AfterUpdated time.Time
+	AfterRunID   string
+	// Limit is the most runs to return; at least 1.
+	Limit int
+}
+
+// RunSummary is a run as a listing shows it.
+type RunSummary struct {
+	RunID   string
+	PlanID  string
+	Status  RunStatus
+	Waiting []Wait
+	Created time.Time
+	Updated time.Time
+}
+
+// RunLister is the capability of a store that lists a tenant's runs by
+// status, fast however many runs the tenant has.
+type RunLister interface {
+	// ListRuns returns the tenant's runs that q asks for, in q's order.
+	ListRuns(ctx context.Context, tenant string, q RunQuery) ([]RunSummary, error)
 }

@@ -332,11 +332,11 @@ func (m *markedSteps) Claim(ctx context.Context, req store.ClaimRequest) (store.
 	return c, err
 }
 
-func (m *markedSteps) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec store.StepRecord) error {
-	m.at(beforeRecord, rec.StepID)
-	err := m.stepStore.CompleteStep(ctx, key, epoch, outcome, run, rec)
+func (m *markedSteps) CompleteStep(ctx context.Context, w *store.StepWrite) error {
+	m.at(beforeRecord, w.Record.StepID)
+	err := m.stepStore.CompleteStep(ctx, w)
 	if err == nil {
-		m.at(afterRecord, rec.StepID)
+		m.at(afterRecord, w.Record.StepID)
 	}
 	return err
 }
@@ -699,7 +699,7 @@ func (r *recovery) check(ctx context.Context) {
 		r.problem("LoadPlan after the plan completed: %v", err)
 		return
 	}
-	if rec.Status != store.PlanCompleted {
+	if rec.Status != store.RunCompleted {
 		r.problem("the plan record says %q after the plan completed", rec.Status)
 	}
 	for _, s := range r.plan.Steps {

@@ -85,7 +85,7 @@ var (
 		return err
 	}}
 	saveRunAgain = read{name: "SavePlan over it", do: func(k kit) error {
-		return k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanCompleted, k.clk.Now()))
+		return k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunCompleted, k.clk.Now()))
 	}}
 	readDecision = read{name: "Decision", do: func(k kit) error {
 		_, err := k.Approvals.Decision(k.ctx, "acme", "rec-1")
@@ -116,7 +116,7 @@ func resolveKey(applied bool, orElse error) read {
 // Ways to leave a record on file before it is tampered with.
 var (
 	savedRun = func(t *testing.T, k kit) Record {
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		return Record{Kind: KindPlan, Tenant: "acme", ID: "run-1"}

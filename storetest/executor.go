@@ -93,7 +93,7 @@ func runExecutor(t *testing.T, open Open) {
 		if c := tools.counts(); len(c) != 0 {
 			t.Fatalf("tools ran while approval was pending: %v", c)
 		}
-		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || rec.Status != store.PlanAwaitingApproval {
+		if rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || rec.Status != store.RunAwaitingApproval {
 			t.Fatalf("record while pending = %+v, %v; want awaiting approval", rec, err)
 		}
 
@@ -119,7 +119,7 @@ func runExecutor(t *testing.T, open Open) {
 			t.Errorf("tool calls %v, want each once", c)
 		}
 		rec, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
-		if err != nil || rec.Status != store.PlanCompleted || len(rec.Steps) != 3 {
+		if err != nil || rec.Status != store.RunCompleted || len(rec.Steps) != 3 {
 			t.Fatalf("record after the resume = %+v, %v; want completed with three steps", rec, err)
 		}
 

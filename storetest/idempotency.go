@@ -19,6 +19,9 @@ const lease = 10 * time.Second
 
 var theKey = planexec.Key{Tenant: "acme", Digest: "sha256:0a1b"}
 
+// otherKey is a second key of the same tenant.
+var otherKey = planexec.Key{Tenant: "acme", Digest: "sha256:2c3d"}
+
 // claim asks for key as holder.
 func (k kit) claim(t *testing.T, key planexec.Key, holder string, takeOver bool) store.Claim {
 	t.Helper()

@@ -286,11 +286,11 @@ func (j *journal) Extend(_ context.Context, key planexec.Key, epoch int64, lease
 }
 
 func (j *journal) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return j.CompleteStep(ctx, key, epoch, outcome, "", store.StepRecord{})
+	return j.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: epoch, Outcome: outcome})
 }
 
 func (j *journal) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
-	return j.ReleaseStep(ctx, key, epoch, inDoubt, "", store.StepRecord{})
+	return j.ReleaseStep(ctx, &store.StepWrite{Key: key, Epoch: epoch, InDoubt: inDoubt})
 }
 
 // finish writes a claim's end and, when run is not "", the step's record
@@ -314,12 +314,12 @@ func (j *journal) finish(key planexec.Key, epoch int64, run string, rec store.St
 	})
 }
 
-func (j *journal) CompleteStep(_ context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, run string, rec store.StepRecord) error {
-	return j.finish(key, epoch, run, rec, func(c *store.ClaimRow) { c.State, c.Outcome = store.ClaimCompleted, outcome })
+func (j *journal) CompleteStep(_ context.Context, w *store.StepWrite) error {
+	return j.finish(w.Key, w.Epoch, w.RunID, w.Record, func(c *store.ClaimRow) { c.State, c.Outcome = store.ClaimCompleted, w.Outcome })
 }
 
-func (j *journal) ReleaseStep(_ context.Context, key planexec.Key, epoch int64, inDoubt bool, run string, rec store.StepRecord) error {
-	return j.finish(key, epoch, run, rec, func(c *store.ClaimRow) { c.Release(inDoubt) })
+func (j *journal) ReleaseStep(_ context.Context, w *store.StepWrite) error {
+	return j.finish(w.Key, w.Epoch, w.RunID, w.Record, func(c *store.ClaimRow) { c.Release(w.InDoubt) })
 }
 
 func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolution) error {

@@ -65,7 +65,7 @@ func plannerStep(id, planID string, status planexec.StepStatus, at time.Time) st
 	}
 }
 
-func sampleRecord(tenant, run string, p planexec.Plan, status store.PlanStatus, at time.Time) *store.PlanRecord {
+func sampleRecord(tenant, run string, p planexec.Plan, status store.RunStatus, at time.Time) *store.PlanRecord {
 	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: document(p), Status: status, Created: at, Updated: at}
 }
 
@@ -162,7 +162,7 @@ func runPlanStore(t *testing.T, open Open) {
 	t.Run("SavePlan then LoadPlan gives back the plan, its status and its version", func(t *testing.T) {
 		k := setup(t, open)
 		want := samplePlan("plan-1")
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", want, store.PlanAwaitingApproval, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", want, store.RunAwaitingApproval, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
@@ -172,8 +172,8 @@ func runPlanStore(t *testing.T, open Open) {
 		if got.Tenant != "acme" || got.RunID != "run-1" {
 			t.Errorf("record of tenant %q run %q, want acme run-1", got.Tenant, got.RunID)
 		}
-		if got.Status != store.PlanAwaitingApproval || got.Version != store.RecordVersion {
-			t.Errorf("status %q version %d, want %q version %d", got.Status, got.Version, store.PlanAwaitingApproval, store.RecordVersion)
+		if got.Status != store.RunAwaitingApproval || got.Version != store.RecordVersion {
+			t.Errorf("status %q version %d, want %q version %d", got.Status, got.Version, store.RunAwaitingApproval, store.RecordVersion)
 		}
 		for _, d := range diffPlan(got, want) {
 			t.Error(d)
@@ -193,7 +193,7 @@ func runPlanStore(t *testing.T, open Open) {
 		second := plannerStep("s2", "plan-1", planexec.StepInDoubt, k.clk.Now())
 		// A run saves its plan as it goes: a store that cannot read back
 		// what its first save wrote fails the saves after it.
-		for i, status := range []store.PlanStatus{store.PlanRunning, store.PlanAwaitingApproval, store.PlanFailed} {
+		for i, status := range []store.RunStatus{store.RunRunning, store.RunAwaitingApproval, store.RunFailed} {
 			if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", want, status, k.clk.Now())); err != nil {
 				t.Fatalf("SavePlan %d (%s): %v", i+1, status, err)
 			}
@@ -210,7 +210,7 @@ func runPlanStore(t *testing.T, open Open) {
 		if err != nil {
 			t.Fatalf("LoadPlan: %v", err)
 		}
-		if got.Status != store.PlanFailed {
+		if got.Status != store.RunFailed {
 			t.Errorf("status %q, want the status saved last, failed", got.Status)
 		}
 		for _, d := range diffPlan(got, want) {
@@ -230,7 +230,7 @@ func runPlanStore(t *testing.T, open Open) {
 
 	t.Run("SaveStep records come back in Steps by step id with every field", func(t *testing.T) {
 		k := setup(t, open)
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		k.clk.Advance(1500 * time.Millisecond)
@@ -265,7 +265,7 @@ func runPlanStore(t *testing.T, open Open) {
 	t.Run("SaveStep again for a step replaces its record", func(t *testing.T) {
 		// Executor.Resolve settles a step in doubt this way.
 		k := setup(t, open)
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanFailed, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunFailed, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doubtStep("s2", "plan-1", k.clk.Now())); err != nil {
@@ -301,7 +301,7 @@ func runPlanStore(t *testing.T, open Open) {
 
 	t.Run("SavePlan ignores the steps a record carries", func(t *testing.T) {
 		k := setup(t, open)
-		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())
 		rec.Steps = map[string]store.StepRecord{"s1": doneStep("s1", "plan-1", k.clk.Now())}
 		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
 			t.Fatalf("SavePlan: %v", err)
@@ -318,7 +318,7 @@ func runPlanStore(t *testing.T, open Open) {
 	t.Run("Saving the same plan again keeps its steps and takes the new status", func(t *testing.T) {
 		k := setup(t, open)
 		p := samplePlan("plan-1")
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		s1 := doneStep("s1", "plan-1", k.clk.Now())
@@ -326,14 +326,14 @@ func runPlanStore(t *testing.T, open Open) {
 			t.Fatalf("SaveStep: %v", err)
 		}
 		k.clk.Advance(time.Second)
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.PlanCompleted, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.RunCompleted, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan again: %v", err)
 		}
 		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
 		if err != nil {
 			t.Fatalf("LoadPlan: %v", err)
 		}
-		if got.Status != store.PlanCompleted {
+		if got.Status != store.RunCompleted {
 			t.Errorf("status %q, want the status saved last, completed", got.Status)
 		}
 		g, ok := got.Steps["s1"]
@@ -347,7 +347,7 @@ func runPlanStore(t *testing.T, open Open) {
 
 	t.Run("Saving another plan under the run drops the old plan's steps", func(t *testing.T) {
 		k := setup(t, open)
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); err != nil {
@@ -355,7 +355,7 @@ func runPlanStore(t *testing.T, open Open) {
 		}
 		next := samplePlan("plan-2")
 		next.Revision = 3
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", next, store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", next, store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan of the new plan: %v", err)
 		}
 		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
@@ -373,7 +373,7 @@ func runPlanStore(t *testing.T, open Open) {
 	t.Run("Forget removes the plan and its steps", func(t *testing.T) {
 		k := setup(t, open)
 		p := samplePlan("plan-1")
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); err != nil {
@@ -389,7 +389,7 @@ func runPlanStore(t *testing.T, open Open) {
 			t.Errorf("SaveStep after Forget: want ErrNoRecord, got %v", err)
 		}
 		// The same plan saved again starts with no steps: none outlived Forget.
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", p, store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan after Forget: %v", err)
 		}
 		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
@@ -406,7 +406,7 @@ func runPlanStore(t *testing.T, open Open) {
 		if err := k.Plans.Forget(k.ctx, "acme", "never-saved"); err != nil {
 			t.Errorf("Forget of a run never saved: %v", err)
 		}
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		for range 2 {
@@ -427,7 +427,7 @@ func runPlanStore(t *testing.T, open Open) {
 		k := setup(t, open)
 		acmePlan, globexPlan := samplePlan("plan-acme"), samplePlan("plan-globex")
 		globexPlan.Goal = "get them to Boston"
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", acmePlan, store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", acmePlan, store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan acme: %v", err)
 		}
 		if rec, err := k.Plans.LoadPlan(k.ctx, "globex", "run-1"); !errors.Is(err, store.ErrNoRecord) {
@@ -439,7 +439,7 @@ func runPlanStore(t *testing.T, open Open) {
 		if err := k.Plans.Forget(k.ctx, "globex", "run-1"); err != nil {
 			t.Errorf("globex forgetting a run id it does not have: %v", err)
 		}
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("globex", "run-1", globexPlan, store.PlanFailed, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("globex", "run-1", globexPlan, store.RunFailed, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan globex: %v", err)
 		}
 		if err := k.Plans.SaveStep(k.ctx, "globex", "run-1", doubtStep("s2", "plan-globex", k.clk.Now())); err != nil {
@@ -453,7 +453,7 @@ func runPlanStore(t *testing.T, open Open) {
 		if err != nil {
 			t.Fatalf("LoadPlan acme: %v", err)
 		}
-		if acme.Tenant != "acme" || acme.PlanID != "plan-acme" || acme.Status != store.PlanRunning {
+		if acme.Tenant != "acme" || acme.PlanID != "plan-acme" || acme.Status != store.RunRunning {
 			t.Errorf("acme's record = tenant %q plan %q status %q; globex's save changed it", acme.Tenant, acme.PlanID, acme.Status)
 		}
 		if _, ok := acme.Steps["s2"]; ok || len(acme.Steps) != 1 {
@@ -463,7 +463,7 @@ func runPlanStore(t *testing.T, open Open) {
 		if err != nil {
 			t.Fatalf("LoadPlan globex: %v", err)
 		}
-		if goal := decoded(t, globex).Goal; globex.Tenant != "globex" || goal != "get them to Boston" || globex.Status != store.PlanFailed {
+		if goal := decoded(t, globex).Goal; globex.Tenant != "globex" || goal != "get them to Boston" || globex.Status != store.RunFailed {
 			t.Errorf("globex's record = tenant %q goal %q status %q", globex.Tenant, goal, globex.Status)
 		}
 		if _, ok := globex.Steps["s1"]; ok || len(globex.Steps) != 1 {
@@ -484,7 +484,7 @@ func runPlanStore(t *testing.T, open Open) {
 	t.Run("A record is a copy: changing what was saved or loaded changes nothing stored", func(t *testing.T) {
 		k := setup(t, open)
 		want := samplePlan("plan-1")
-		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())
 		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
@@ -502,7 +502,7 @@ func runPlanStore(t *testing.T, open Open) {
 			t.Fatalf("LoadPlan: %v", err)
 		}
 		// The reader scribbles on what it loaded.
-		loaded.Status = store.PlanFailed
+		loaded.Status = store.RunFailed
 		copy(loaded.Plan, `{"XXXXXXXXXXX":`)
 		loaded.PlanID = "changed"
 		s1 := loaded.Steps["s1"]
@@ -514,7 +514,7 @@ func runPlanStore(t *testing.T, open Open) {
 		if err != nil {
 			t.Fatalf("LoadPlan again: %v", err)
 		}
-		if again.Status != store.PlanRunning {
+		if again.Status != store.RunRunning {
 			t.Errorf("status %q, want running", again.Status)
 		}
 		for _, d := range diffPlan(again, want) {
@@ -535,7 +535,7 @@ func runPlanStore(t *testing.T, open Open) {
 		for i := range n {
 			p.Steps[i] = planexec.Step{ID: fmt.Sprintf("s%04d", i+1), Tool: "notify", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i+1))}
 		}
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-long", p, store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-long", p, store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		for i := range n {

@@ -22,7 +22,7 @@ func runStepStore(t *testing.T, open Open) {
 		if !ok {
 			t.Fatalf("Open returned a StepStore once and not again")
 		}
-		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.PlanRunning, k.clk.Now())); err != nil {
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())); err != nil {
 			t.Fatalf("SavePlan: %v", err)
 		}
 		return k, ss
@@ -43,7 +43,7 @@ func runStepStore(t *testing.T, open Open) {
 		c := k.acquire(t, theKey, "worker-a", false)
 		want := doneStep("s2", "plan-1", k.clk.Now())
 		want.Key = theKey.Digest
-		if err := ss.CompleteStep(k.ctx, theKey, c.Epoch, want.Outcome, "run-1", want); err != nil {
+		if err := ss.CompleteStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: c.Epoch, RunID: "run-1", Outcome: want.Outcome, Record: want}); err != nil {
 			t.Fatalf("CompleteStep: %v", err)
 		}
 		k.expectCompleted(t, theKey, string(want.Outcome))
@@ -61,7 +61,7 @@ func runStepStore(t *testing.T, open Open) {
 		c := k.acquire(t, theKey, "worker-a", false)
 		want := doubtStep("s2", "plan-1", k.clk.Now())
 		want.Key = theKey.Digest
-		if err := ss.ReleaseStep(k.ctx, theKey, c.Epoch, true, "run-1", want); err != nil {
+		if err := ss.ReleaseStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: c.Epoch, RunID: "run-1", InDoubt: true, Record: want}); err != nil {
 			t.Fatalf("ReleaseStep: %v", err)
 		}
 		k.expectInDoubt(t, theKey)
@@ -79,7 +79,7 @@ func runStepStore(t *testing.T, open Open) {
 		c := k.acquire(t, theKey, "worker-a", false)
 		want := doubtStep("s2", "plan-1", k.clk.Now())
 		want.Status, want.Key = planexec.StepFailed, theKey.Digest
-		if err := ss.ReleaseStep(k.ctx, theKey, c.Epoch, false, "run-1", want); err != nil {
+		if err := ss.ReleaseStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: c.Epoch, RunID: "run-1", Record: want}); err != nil {
 			t.Fatalf("ReleaseStep: %v", err)
 		}
 		if again := k.acquire(t, theKey, "worker-b", false); again.Epoch <= c.Epoch {
@@ -100,29 +100,31 @@ func runStepStore(t *testing.T, open Open) {
 		k.clk.Advance(lease + time.Second)
 		cur := k.acquire(t, theKey, "worker-b", true)
 		rec := doneStep("s2", "plan-1", k.clk.Now())
-		if err := ss.CompleteStep(k.ctx, theKey, old.Epoch, json.RawMessage(`"from a zombie"`), "run-1", rec); !errors.Is(err, store.ErrFenced) {
+		if err := ss.CompleteStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: old.Epoch, RunID: "run-1", Outcome: json.RawMessage(`"from a zombie"`), Record: rec, Events: zombieEvents}); !errors.Is(err, store.ErrFenced) {
 			t.Errorf("CompleteStep under the old epoch: want ErrFenced, got %v", err)
 		}
 		for _, inDoubt := range []bool{false, true} {
-			if err := ss.ReleaseStep(k.ctx, theKey, old.Epoch, inDoubt, "run-1", doubtStep("s2", "plan-1", k.clk.Now())); !errors.Is(err, store.ErrFenced) {
+			if err := ss.ReleaseStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: old.Epoch, RunID: "run-1", InDoubt: inDoubt, Record: doubtStep("s2", "plan-1", k.clk.Now()), Events: zombieEvents}); !errors.Is(err, store.ErrFenced) {
 				t.Errorf("ReleaseStep (in doubt %v) under the old epoch: want ErrFenced, got %v", inDoubt, err)
 			}
 		}
 		if st, ok := stepOf(t, k, "s2"); ok {
 			t.Errorf("a fenced write left a step record: %+v", st)
 		}
+		k.expectNoHistory(t, "acme", "run-1")
 		k.expectHeld(t, theKey, "worker-b", cur.LeaseExpires)
 	})
 
 	t.Run("CompleteStep into a run with no plan record is ErrNoRecord and writes neither", func(t *testing.T) {
 		k, ss := setupSteps(t)
 		c := k.acquire(t, theKey, "worker-a", false)
-		err := ss.CompleteStep(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR"`), "run-gone", doneStep("s2", "plan-1", k.clk.Now()))
+		err := ss.CompleteStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: c.Epoch, RunID: "run-gone", Outcome: json.RawMessage(`"PNR"`), Record: doneStep("s2", "plan-1", k.clk.Now()), Events: zombieEvents})
 		if !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("CompleteStep into a run never saved: want ErrNoRecord, got %v", err)
 		}
 		// Both or neither: the key is still the holder's, not completed.
 		k.expectHeld(t, theKey, "worker-a", c.LeaseExpires)
+		k.expectNoHistory(t, "acme", "run-gone")
 		if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR"`)); err != nil {
 			t.Errorf("the holder's Complete after the refused CompleteStep: %v", err)
 		}

@@ -20,7 +20,7 @@ func TestRecordsAreWrittenInTheLayoutsOnFile(t *testing.T) {
 	const planDoc = `{"id":"p1","goal":"nul \u0000 <b> \u2028 😀","revision":3,` +
 		`"steps":[{"id":"s1","tool":"notify","arguments":{"note":"\u0000 \u2028","n":412.50, "big": 9007199254740993},"depends_on":["s0"]},` +
 		`{"id":"s0","tool":"x","arguments":[ 1.0e3 ]}]}`
-	rec := &store.PlanRecord{Version: 1, Tenant: "acme<&>", RunID: "run-1", Status: store.PlanAwaitingApproval, Created: at, Updated: at.Add(time.Hour),
+	rec := &store.PlanRecord{Version: 1, Tenant: "acme<&>", RunID: "run-1", Status: store.RunAwaitingApproval, Created: at, Updated: at.Add(time.Hour),
 		Steps:  map[string]store.StepRecord{"s0": {StepID: "s0", Status: store.StepDone}},
 		PlanID: "p1", Plan: json.RawMessage(planDoc)}
 	const (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/planexec/planexec/internal/rawjson"
@@ -26,11 +27,11 @@ const (
 
 // planHead is what every plan document holds.
 type planHead struct {
-	Version int              `json:"version"`
-	Tenant  string           `json:"tenant"`
-	RunID   string           `json:"run_id"`
-	Plan    json.RawMessage  `json:"plan"`
-	Status  store.PlanStatus `json:"status"`
+	Version int             `json:"version"`
+	Tenant  string          `json:"tenant"`
+	RunID   string          `json:"run_id"`
+	Plan    json.RawMessage `json:"plan"`
+	Status  store.RunStatus `json:"status"`
 }
 
 // timedPlan is a plan document with its times, in store.PlanRecord's
@@ -75,9 +76,7 @@ func DecodePlan(tenant, runID string, column int, doc []byte) (*store.PlanRecord
 	if d.Tenant != tenant || d.RunID != runID {
 		return nil, corrupt(what, fmt.Sprintf("the record names tenant %q, run %q", d.Tenant, d.RunID))
 	}
-	switch d.Status {
-	case store.PlanRunning, store.PlanAwaitingApproval, store.PlanCompleted, store.PlanFailed:
-	default:
+	if !slices.Contains(store.RunStatuses, d.Status) {
 		return nil, corrupt(what, fmt.Sprintf("status %q is none this package writes", d.Status))
 	}
 	var plan struct {

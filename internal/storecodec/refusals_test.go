@@ -234,3 +234,25 @@ func TestADocumentThatIsNotAnObjectIsRefusedAsSuch(t *testing.T) {
 		}
 	}
 }
+
+func TestWhatARunWaitsForTheStoresCannotReadIsRefused(t *testing.T) {
+	waits := []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "r"}, {StepID: "s3", Tool: "pay", Key: "k"}}
+	col, err := EncodeWaiting(waits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeWaiting("run-1", col); err != nil || len(got) != 2 || got[0] != waits[0] || got[1] != waits[1] {
+		t.Errorf("DecodeWaiting(EncodeWaiting) = %+v, %v", got, err)
+	}
+	if col, err := EncodeWaiting(nil); col != nil || err != nil {
+		t.Errorf("EncodeWaiting(nil) = %q, %v; want NULL", col, err)
+	}
+	if got, err := DecodeWaiting("run-1", nil); got != nil || err != nil {
+		t.Errorf("DecodeWaiting(NULL) = %+v, %v", got, err)
+	}
+	for _, bad := range []string{``, `null`, `[]`, `{}`, `[{"step_id":"s1"}]`, `[{"step_id":"s1","request":"r","key":"k"}]`,
+		`[{"step_id":"s1","request":"r","extra":1}]`, `[{"step_id":"s1","request":"r"}] []`, `[{"tool":"t","request":"r"}]`} {
+		_, err := DecodeWaiting("run-1", []byte(bad))
+		checkRefusal(t, err, wantCorrupt)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +29,7 @@ type Store struct {
 	claims    map[store.Key]*store.ClaimRow
 	slab      []store.ClaimRow // claim rows not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
+	histories map[[2]string][]json.RawMessage // each run's events, in order
 }
 
 var (
@@ -48,6 +51,7 @@ func New(opts ...Option) *Store {
 		runs:      map[[2]string]*run{},
 		claims:    map[store.Key]*store.ClaimRow{},
 		decisions: map[[2]string]planexec.Decision{},
+		histories: map[[2]string][]json.RawMessage{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -86,6 +90,12 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		r.rec.Plan = clone(rec.Plan)
 		s.runs[k] = r
 	}
+	if d := r.rec.Delegation; ok && bytes.Equal(d, rec.Delegation) {
+		r.rec.Delegation = d
+	} else {
+		r.rec.Delegation = clone(rec.Delegation)
+	}
+	r.rec.Waiting = slices.Clone(rec.Waiting)
 	r.rec.Steps = nil
 	return nil
 }
@@ -130,6 +140,8 @@ func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*store.PlanRe
 	}
 	c := r.rec
 	c.Plan = clone(r.rec.Plan)
+	c.Delegation = clone(r.rec.Delegation)
+	c.Waiting = slices.Clone(r.rec.Waiting)
 	c.Steps = make(map[string]store.StepRecord, len(r.steps))
 	for id, st := range r.steps {
 		st := *st
@@ -144,6 +156,7 @@ func (s *Store) Forget(_ context.Context, tenant, runID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.runs, [2]string{tenant, runID})
+	delete(s.histories, [2]string{tenant, runID})
 	return nil
 }
 
@@ -266,9 +279,10 @@ func (s *Store) Resolve(_ context.Context, key store.Key, r store.Resolution) er
 	return c.Resolve(r, s.now())
 }
 
-// CompleteStep implements store.StepStore: the claim and the step record
-// are written together or not at all.
-func (s *Store) CompleteStep(_ context.Context, key store.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
+// CompleteStep implements store.StepStore: the claim, the step record and
+// the events are written together or not at all.
+func (s *Store) CompleteStep(_ context.Context, w *store.StepWrite) error {
+	rec, outcome := w.Record, w.Outcome
 	// One copy serves the claim and the record: the store hands out
 	// neither without copying it again.
 	same := bytes.Equal(rec.Outcome, outcome) && (rec.Outcome == nil) == (outcome == nil)
@@ -278,34 +292,117 @@ func (s *Store) CompleteStep(_ context.Context, key store.Key, epoch int64, outc
 	} else {
 		rec.Outcome = clone(rec.Outcome)
 	}
+	events := copyEvents(w.Events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.runs[[2]string{key.Tenant, runID}]
+	k := [2]string{w.Key.Tenant, w.RunID}
+	r, ok := s.runs[k]
 	if !ok {
 		return store.ErrNoRecord
 	}
-	if err := s.complete(key, epoch, outcome); err != nil {
+	if err := s.complete(w.Key, w.Epoch, outcome); err != nil {
 		return err
 	}
 	r.saveStep(rec)
+	s.histories[k] = append(s.histories[k], events...)
 	return nil
 }
 
-// ReleaseStep implements store.StepStore: the claim and the step record
-// are written together or not at all.
-func (s *Store) ReleaseStep(_ context.Context, key store.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
+// ReleaseStep implements store.StepStore: the claim, the step record and
+// the events are written together or not at all.
+func (s *Store) ReleaseStep(_ context.Context, w *store.StepWrite) error {
+	rec := w.Record
 	rec.Outcome = clone(rec.Outcome)
+	events := copyEvents(w.Events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.runs[[2]string{key.Tenant, runID}]
+	k := [2]string{w.Key.Tenant, w.RunID}
+	r, ok := s.runs[k]
 	if !ok {
 		return store.ErrNoRecord
 	}
-	if err := s.release(key, epoch, inDoubt); err != nil {
+	if err := s.release(w.Key, w.Epoch, w.InDoubt); err != nil {
 		return err
 	}
 	r.saveStep(rec)
+	s.histories[k] = append(s.histories[k], events...)
 	return nil
+}
+
+// AppendEvents implements store.EventStore.
+func (s *Store) AppendEvents(_ context.Context, tenant, runID string, events []json.RawMessage) error {
+	events = copyEvents(events)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{tenant, runID}
+	s.histories[k] = append(s.histories[k], events...)
+	return nil
+}
+
+// Events implements store.EventStore.
+func (s *Store) Events(_ context.Context, tenant, runID string, after int64, limit int) ([]store.EventRecord, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.histories[[2]string{tenant, runID}]
+	if after < 0 {
+		after = 0
+	}
+	if after >= int64(len(h)) || limit <= 0 {
+		return nil, nil
+	}
+	h = h[after:]
+	h = h[:min(limit, len(h))]
+	out := make([]store.EventRecord, len(h))
+	for i, e := range h {
+		out[i] = store.EventRecord{Seq: after + int64(i) + 1, Event: clone(e)}
+	}
+	return out, nil
+}
+
+// copyEvents copies events into one allocation, each capped at its length.
+func copyEvents(events []json.RawMessage) []json.RawMessage {
+	if len(events) == 0 {
+		return nil
+	}
+	size := 0
+	for _, e := range events {
+		size += len(e)
+	}
+	buf := make([]byte, 0, size)
+	out := make([]json.RawMessage, len(events))
+	for i, e := range events {
+		buf = append(buf, e...)
+		out[i] = buf[len(buf)-len(e) : len(buf) : len(buf)]
+	}
+	return out
+}
+
+// ListRuns implements store.RunLister. It looks at every run of the
+// store: the memory store is for tests and small services.
+func (s *Store) ListRuns(_ context.Context, tenant string, q store.RunQuery) ([]store.RunSummary, error) {
+	s.mu.Lock()
+	var out []store.RunSummary
+	for k, r := range s.runs {
+		if k[0] != tenant || (len(q.Statuses) > 0 && !slices.Contains(q.Statuses, r.rec.Status)) {
+			continue
+		}
+		if !q.AfterUpdated.IsZero() || q.AfterRunID != "" {
+			u := r.rec.Updated
+			if u.After(q.AfterUpdated) || (u.Equal(q.AfterUpdated) && r.rec.RunID <= q.AfterRunID) {
+				continue
+			}
+		}
+		out = append(out, store.RunSummary{RunID: r.rec.RunID, PlanID: r.rec.PlanID, Status: r.rec.Status,
+			Waiting: slices.Clone(r.rec.Waiting), Created: r.rec.Created, Updated: r.rec.Updated})
+	}
+	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b store.RunSummary) int {
+		if c := b.Updated.Compare(a.Updated); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RunID, b.RunID)
+	})
+	return out[:min(len(out), max(q.Limit, 0))], nil
 }
 
 func clone(b json.RawMessage) json.RawMessage {

@@ -87,11 +87,11 @@ func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
 	}
 	// The run that could not be saved again can be.
 	rec := *got
-	rec.Status, rec.Updated = store.PlanCompleted, created.Add(time.Hour)
+	rec.Status, rec.Updated = store.RunCompleted, created.Add(time.Hour)
 	if err := s.SavePlan(ctx, &rec); err != nil {
 		t.Fatalf("SavePlan of the migrated run: %v", err)
 	}
-	if got, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || got.Status != store.PlanCompleted || len(got.Steps) != 1 || !got.Created.Equal(created) {
+	if got, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || got.Status != store.RunCompleted || len(got.Steps) != 1 || !got.Created.Equal(created) {
 		t.Errorf("after saving again: %+v, %v", got, err)
 	}
 

@@ -166,7 +166,7 @@ func TestAnOutageLosesNothingAndDoublesNothing(t *testing.T) {
 			t.Errorf("run %s: %v", r.run, err)
 			continue
 		}
-		if rec.Status != store.PlanCompleted {
+		if rec.Status != store.RunCompleted {
 			t.Errorf("run %s ends %s", r.run, rec.Status)
 		}
 		for _, s := range r.plan.Steps {

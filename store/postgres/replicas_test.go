@@ -170,7 +170,7 @@ func TestEightReplicasResumingOnePlanRunEachStepOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Status != store.PlanCompleted || len(rec.Steps) != len(p.Steps) {
+	if rec.Status != store.RunCompleted || len(rec.Steps) != len(p.Steps) {
 		t.Errorf("the record ends %s with %d of %d steps", rec.Status, len(rec.Steps), len(p.Steps))
 	}
 	for id, st := range rec.Steps {

@@ -41,7 +41,7 @@ func planDoc(p planexec.Plan) json.RawMessage {
 
 func record(tenant, run string, p planexec.Plan, created time.Time) *store.PlanRecord {
 	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: planDoc(p),
-		Status: store.PlanRunning, Created: created, Updated: created}
+		Status: store.RunRunning, Created: created, Updated: created}
 }
 
 func done(id, planID string, at time.Time) store.StepRecord {
@@ -86,7 +86,7 @@ func TestAPlanAndItsStepsComeBackAsTheyWereWritten(t *testing.T) {
 	}
 	// The same plan again (a status change) keeps its creation time and steps.
 	again := record("acme", "run-1", plan("p1", "s1", "s2"), created.Add(time.Hour))
-	again.Status = store.PlanCompleted
+	again.Status = store.RunCompleted
 	if err := s.SavePlan(ctx, again); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestAPlanAndItsStepsComeBackAsTheyWereWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rec.Created.Equal(created) || rec.Status != store.PlanCompleted || rec.PlanID != "p1" {
+	if !rec.Created.Equal(created) || rec.Status != store.RunCompleted || rec.PlanID != "p1" {
 		t.Fatalf("record = %+v", rec)
 	}
 	if !bytes.Equal(rec.Plan, again.Plan) {

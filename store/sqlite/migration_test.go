@@ -67,7 +67,7 @@ func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
 		t.Errorf("step s1 = %+v", st)
 	}
 	rec := *got
-	rec.Status = store.PlanCompleted
+	rec.Status = store.RunCompleted
 	if err := s.SavePlan(ctx, &rec); err != nil {
 		t.Fatalf("SavePlan of the migrated run: %v", err)
 	}

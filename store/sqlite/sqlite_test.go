@@ -84,7 +84,7 @@ func saveSample(t testing.TB, s *sqlite.Store, tenant, run, planID string) *stor
 	t.Helper()
 	now := time.Date(2030, time.March, 4, 9, 0, 0, 123456789, time.UTC)
 	rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: planID, Plan: planDoc(t, samplePlan(planID)),
-		Status: store.PlanRunning, Created: now, Updated: now}
+		Status: store.RunRunning, Created: now, Updated: now}
 	if err := s.SavePlan(context.Background(), rec); err != nil {
 		t.Fatalf("SavePlan: %v", err)
 	}
@@ -129,7 +129,7 @@ func TestAPlanAndItsStepsComeBackAfterTheFileIsReopened(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadPlan: %v", err)
 	}
-	if got.Version != store.RecordVersion || got.Tenant != "acme" || got.RunID != "run-1" || got.Status != store.PlanRunning {
+	if got.Version != store.RecordVersion || got.Tenant != "acme" || got.RunID != "run-1" || got.Status != store.RunRunning {
 		t.Errorf("record = %+v", got)
 	}
 	if !got.Created.Equal(want.Created) || !got.Updated.Equal(st.Finished) {
@@ -155,7 +155,7 @@ func TestSavingThePlanAgainKeepsItsStepsAndCreationTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	later := *first
-	later.Status, later.Created, later.Updated = store.PlanCompleted, first.Created.Add(time.Hour), first.Created.Add(time.Hour)
+	later.Status, later.Created, later.Updated = store.RunCompleted, first.Created.Add(time.Hour), first.Created.Add(time.Hour)
 	if err := s.SavePlan(ctx, &later); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSavingThePlanAgainKeepsItsStepsAndCreationTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != store.PlanCompleted || len(got.Steps) != 1 || !got.Created.Equal(first.Created) || !got.Updated.Equal(later.Updated) {
+	if got.Status != store.RunCompleted || len(got.Steps) != 1 || !got.Created.Equal(first.Created) || !got.Updated.Equal(later.Updated) {
 		t.Errorf("got status %s, %d steps, created %v, updated %v", got.Status, len(got.Steps), got.Created, got.Updated)
 	}
 }
@@ -315,7 +315,7 @@ func onRecords(t *testing.T, damage ...string) reads {
 	_, r.load = s.LoadPlan(ctx, "acme", "run-1")
 	_, r.decision = s.Decision(ctx, "acme", "r1")
 	_, r.claim = s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute, TakeOver: true})
-	r.save = s.SavePlan(ctx, &store.PlanRecord{Tenant: "acme", RunID: "run-1", PlanID: "p1", Plan: planDoc(t, samplePlan("p1")), Status: store.PlanCompleted})
+	r.save = s.SavePlan(ctx, &store.PlanRecord{Tenant: "acme", RunID: "run-1", PlanID: "p1", Plan: planDoc(t, samplePlan("p1")), Status: store.RunCompleted})
 	return r
 }
 

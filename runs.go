@@ -1,0 +1,147 @@
+package planexec
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/planexec/planexec/store"
+)
+
+// RunStatus is where a stored run stands.
+type RunStatus = store.RunStatus
+
+// Run states, as a store keeps them and Executor.Runs lists them.
+const (
+	RunRunning          = store.RunRunning          // an executor is running the plan
+	RunAwaitingApproval = store.RunAwaitingApproval // a person has yet to decide (RunInfo.Waiting names the requests)
+	RunInDoubt          = store.RunInDoubt          // a step's effect may have landed (RunInfo.Waiting names its key)
+	RunInterrupted      = store.RunInterrupted      // stopped before it finished, nothing in doubt: resume it
+	RunCompleted        = store.RunCompleted        // every step finished
+	RunFailed           = store.RunFailed           // a step failed, or a person or the ladder refused one
+)
+
+// RunInfo is a stored run as a listing shows it.
+type RunInfo struct {
+	ID      string
+	PlanID  string
+	Status  RunStatus
+	Waiting []Wait
+	Created time.Time
+	Updated time.Time
+}
+
+// Wait is one thing a stopped run waits for: a person's decision on an
+// approval request (Request; record it with Run.Decide), or the resolution
+// of a key in doubt (Key; settle it with Run.Resolve).
+type Wait struct {
+	Step    string
+	Tool    string
+	Request string
+	Key     Key
+}
+
+// RunQuery asks for a page of a tenant's runs.
+type RunQuery struct {
+	// Status lists only runs in these states; none lists every run.
+	Status []RunStatus
+	// After is the Next of the page before; "" starts from the most
+	// recently updated run.
+	After string
+	// Limit is the most runs on a page. Default: 50; at most 1000.
+	Limit int
+}
+
+// RunPage is one page of a listing.
+type RunPage struct {
+	Runs []RunInfo
+	// Next continues the listing (RunQuery.After); "" on the last page.
+	Next string
+}
+
+// ErrInvalidQuery reports a listing that cannot be made as asked.
+var ErrInvalidQuery = errors.New("planexec: invalid query")
+
+// Runs lists tenant's stored runs, most recently updated first, a page at a
+// time: the runs waiting for a person (RunAwaitingApproval), in doubt,
+// interrupted, failed, and so on, each with what it waits for. One tenant
+// never sees another's runs. It needs a store that lists runs
+// (store.RunLister): every store of this module does. A status that is not
+// one of the Run states, or a cursor no listing returned, wraps
+// ErrInvalidQuery.
+func (ex *Executor) Runs(ctx context.Context, tenant string, q RunQuery) (RunPage, error) {
+	lister, ok := ex.plans.(store.RunLister)
+	if !ok {
+		return RunPage{}, &ConfigurationError{Why: "the store does not list runs"}
+	}
+	for _, st := range q.Status {
+		if !isRunStatus(st) {
+			return RunPage{}, fmt.Errorf("planexec: listing runs: status %s is none a run can be in: %w", quote(string(st)), ErrInvalidQuery)
+		}
+	}
+	sq := store.RunQuery{Statuses: q.Status, Limit: q.Limit}
+	switch {
+	case sq.Limit <= 0:
+		sq.Limit = 50
+	case sq.Limit > 1000:
+		sq.Limit = 1000
+	}
+	if q.After != "" {
+		var err error
+		if sq.AfterUpdated, sq.AfterRunID, err = decodeCursor(q.After); err != nil {
+			return RunPage{}, err
+		}
+	}
+	// One more than asked tells whether a page follows.
+	want := sq.Limit
+	sq.Limit++
+	runs, err := lister.ListRuns(ctx, tenant, sq)
+	if err != nil {
+		return RunPage{}, fmt.Errorf("planexec: listing the runs of tenant %s: %w", quote(tenant), err)
+	}
+	var page RunPage
+	if len(runs) > want {
+		runs = runs[:want]
+		last := runs[want-1]
+		page.Next = encodeCursor(last.Updated, last.RunID)
+	}
+	page.Runs = make([]RunInfo, len(runs))
+	for i, s := range runs {
+		info := RunInfo{ID: s.RunID, PlanID: s.PlanID, Status: s.Status, Created: s.Created, Updated: s.Updated}
+		for _, w := range s.Waiting {
+			wait := Wait{Step: w.StepID, Tool: w.Tool, Request: w.Request}
+			if w.Key != "" {
+				wait.Key = Key{Tenant: tenant, Digest: w.Key}
+			}
+			info.Waiting = append(info.Waiting, wait)
+		}
+		page.Runs[i] = info
+	}
+	return page, nil
+}
+
+func isRunStatus(s RunStatus) bool {
+	for _, st := range store.RunStatuses {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+// encodeCursor names the run a page ended with: its update time and id.
+func encodeCursor(updated time.Time, runID string) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(updated.UnixNano()))
+	return base64.RawURLEncoding.EncodeToString(append(b, runID...))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || len(b) < 8 {
+		return time.Time{}, "", fmt.Errorf("planexec: listing runs: not a listing's cursor: %w", ErrInvalidQuery)
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(), string(b[8:]), nil
+}
