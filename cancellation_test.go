@@ -336,8 +336,8 @@ func TestARunCancelledBeforeItsOnlyStepRanIsReportedCancelled(t *testing.T) {
 			t.Fatalf("attempt %d: events %v, want the plan failed, not completed", i, kinds(es))
 		}
 		rec, lerr := db.LoadPlan(context.Background(), "acme", "run-1")
-		if lerr != nil || rec.Status != store.RunFailed {
-			t.Fatalf("attempt %d: stored plan %+v, %v; want it failed", i, rec, lerr)
+		if lerr != nil || rec.Status != store.RunInterrupted {
+			t.Fatalf("attempt %d: stored run %+v, %v; want it interrupted", i, rec, lerr)
 		}
 	}
 }

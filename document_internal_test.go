@@ -3,8 +3,10 @@ package planexec
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec/internal/rawjson"
+	"github.com/planexec/planexec/llm"
 )
 
 // byEncodingJSON is the plan's document as encoding/json writes it without
@@ -59,4 +61,33 @@ func FuzzPlanDocument(f *testing.F) {
 			t.Errorf("got %q, want %q", got, want)
 		}
 	})
+}
+
+// An event's stored document is what encoding/json writes for it (without
+// HTML escaping), so that json.Unmarshal reads it back whole.
+func TestAnEventsDocumentIsWhatEncodingJSONWrites(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
+	full := Event{Seq: 7, Kind: EventPlanRefused, Time: at, RunID: "run", Tenant: "acme", PlanID: "p", Revision: 2,
+		StepID: "s1", Tool: "book", Reason: ReasonArguments, Attempt: 3, Usage: &llm.Usage{InputTokens: 10, OutputTokens: -1, Calls: 1},
+		Model: "m", RequestID: "req", Request: "r", Approver: "dana", Grant: "g", Level: LevelActAndReport, Replayed: true,
+		Duration: 1500 * time.Millisecond, Detail: "why"}
+	events := []Event{full, {Kind: EventStepStarted, Time: at.UTC(), RunID: "r", Tenant: "t"}, {}}
+	for _, text := range hostileText {
+		e := full
+		e.RunID, e.Tenant, e.Detail, e.Approver, e.StepID = text, text, text, text, text
+		events = append(events, e)
+	}
+	for _, e := range events {
+		want, err := rawjson.Marshal(&e, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendEvent(nil, &e); string(got) != string(want) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+		var back Event
+		if err := json.Unmarshal(appendEvent(nil, &e), &back); err != nil {
+			t.Errorf("the document does not read back: %v", err)
+		}
+	}
 }

@@ -685,6 +685,12 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		return r.failed(rctx, v, s, clr, res, epoch, elapsed, err)
 	}
 	res.Status, res.Outcome = StepDone, outcome
+	// The tool returned: its events go into the history with the write that
+	// records it, and a failure to record it follows them.
+	ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Duration: elapsed, Approver: res.ApprovedBy, Grant: res.Grant})
+	if clr.grant != nil && clr.grant.Level == LevelActAndReport {
+		ev(Event{Kind: EventAutonomyReported, StepID: id, Tool: tool, Grant: clr.grant.ID, Level: clr.grant.Level})
+	}
 	if claims != nil {
 		var err error
 		if r.ex.steps != nil {
@@ -715,10 +721,6 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		if err := r.saveStep(rctx, v, id, res, clr, ""); err != nil {
 			return res, err
 		}
-	}
-	ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Duration: elapsed, Approver: res.ApprovedBy, Grant: res.Grant})
-	if clr.grant != nil && clr.grant.Level == LevelActAndReport {
-		ev(Event{Kind: EventAutonomyReported, StepID: id, Tool: tool, Grant: clr.grant.ID, Level: clr.grant.Level})
 	}
 	return res, nil
 }
@@ -787,6 +789,8 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	if inDoubt {
 		res.Status = StepInDoubt
 	}
+	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
+		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
 	var serr error
 	switch claims := r.ex.claims; {
 	case r.ex.steps != nil:
@@ -803,8 +807,6 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	default:
 		serr = r.saveStep(ctx, v, id, res, clr, err.Error())
 	}
-	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
-		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
 	var failure error = &StepError{Step: id, Tool: tool, Err: err}
 	if inDoubt {
 		failure = &IndeterminateOutcomeError{RunID: r.d.RunID, Step: id, Tool: tool, Key: s.key, InDoubt: true, Err: failure}

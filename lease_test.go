@@ -7,7 +7,6 @@ package planexec_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"sync"

@@ -150,9 +150,10 @@ func TestTheStoreRecordsAFailedIrreversibleStepAsInDoubtAndAReversibleOneAsFaile
 	for _, tc := range []struct {
 		step planexec.Step
 		want planexec.StepStatus
+		run  planexec.RunStatus
 	}{
-		{iBooking("x1"), planexec.StepInDoubt},
-		{iSearch("x1", "LHR"), planexec.StepFailed},
+		{iBooking("x1"), planexec.StepInDoubt, planexec.RunInDoubt},
+		{iSearch("x1", "LHR"), planexec.StepFailed, planexec.RunFailed},
 	} {
 		t.Run(tc.step.Tool, func(t *testing.T) {
 			ctx := context.Background()
@@ -169,8 +170,11 @@ func TestTheStoreRecordsAFailedIrreversibleStepAsInDoubtAndAReversibleOneAsFaile
 			if got := rec.Steps["x1"].Status; got != tc.want {
 				t.Errorf("stored status %q, want %q", got, tc.want)
 			}
-			if rec.Status != store.RunFailed {
-				t.Errorf("plan status %q, want failed", rec.Status)
+			if rec.Status != tc.run {
+				t.Errorf("run status %q, want %q", rec.Status, tc.run)
+			}
+			if wantWait := tc.run == planexec.RunInDoubt; wantWait != (len(rec.Waiting) == 1 && rec.Waiting[0].StepID == "x1" && rec.Waiting[0].Key == rec.Steps["x1"].Key) {
+				t.Errorf("the run waits for %+v; want its key in doubt: %v", rec.Waiting, wantWait)
 			}
 		})
 	}

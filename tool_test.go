@@ -55,8 +55,10 @@ func TestAnExecutorWithNoToolsCanStillDecideAndForget(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 	ctx := context.Background()
-	if err := run.Decide(ctx, planexec.Decision{RequestID: "req-1", Status: planexec.Approved, Approver: "dana"}); err != nil {
-		t.Errorf("Decide: %v", err)
+	// It checks a decision against what the store says the run awaits:
+	// nothing, here.
+	if err := run.Decide(ctx, planexec.Decision{RequestID: "req-1", Status: planexec.Approved, Approver: "dana"}); !errors.Is(err, planexec.ErrNotPending) {
+		t.Errorf("Decide for a run not on record: err = %v, want ErrNotPending", err)
 	}
 	if err := run.Forget(ctx); err != nil {
 		t.Errorf("Forget: %v", err)

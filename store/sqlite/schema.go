@@ -82,6 +82,30 @@ var migrations = [][]string{
 		// damage. Before, an empty outcome was written as NULL.
 		`UPDATE claims SET outcome = x'' WHERE state = 'completed' AND outcome IS NULL`,
 	},
+	{
+		// What a stopped run waits for (a JSON array of store.Wait) and
+		// the delegation it acts under (the executor's document, byte for
+		// byte): NULL when none. Runs saved before have neither.
+		`ALTER TABLE plans ADD COLUMN waiting TEXT`,
+		`ALTER TABLE plans ADD COLUMN delegation TEXT`,
+		// One row per event of a run's history, numbered from 1 per tenant
+		// and run in the order stored. A run with no plan record may have
+		// events, so there is no foreign key to plans.
+		`CREATE TABLE events (
+			tenant TEXT NOT NULL,
+			run_id TEXT NOT NULL,
+			seq    INTEGER NOT NULL,
+			event  TEXT NOT NULL,
+			PRIMARY KEY (tenant, run_id, seq)
+		) WITHOUT ROWID`,
+		// A tenant's runs in listing order (most recently updated first,
+		// then by run id), all of them and by status, so that a page is a
+		// range of an index. A NULL updated (a zero time) sorts as the
+		// least of times: the key is the same expression the listing
+		// queries use (listKey).
+		`CREATE INDEX plans_listed ON plans (tenant, ifnull(updated, -9223372036854775807 - 1) DESC, run_id)`,
+		`CREATE INDEX plans_listed_by_status ON plans (tenant, status, ifnull(updated, -9223372036854775807 - 1) DESC, run_id)`,
+	},
 }
 
 // schemaVersion is the schema this package writes.

@@ -1,0 +1,70 @@
+package planexec_test
+
+// A decision is recorded only for a request a stored run awaits and nobody
+// has decided yet; anything else is ErrNotPending, and nothing changes.
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store/memory"
+)
+
+func TestADecisionMustNameAPendingRequestOfTheRun(t *testing.T) {
+	ctx := context.Background()
+	run, _, _, pending := cExecutePending(t)
+	req := pending.Requests[0]
+
+	refused := func(name string, err error) {
+		t.Helper()
+		if !errors.Is(err, planexec.ErrNotPending) {
+			t.Errorf("%s: err = %v, want ErrNotPending", name, err)
+		}
+	}
+	forged := req.Approve("dana")
+	forged.RequestID = "sha256:made-up"
+	refused("a request never made", run.Decide(ctx, forged))
+
+	if err := run.Decide(ctx, req.Deny("dana", "not that flight")); err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	refused("a request already decided", run.Decide(ctx, req.Approve("eve")))
+
+	// The first decision stands.
+	_, err := run.Resume(ctx)
+	var denied *planexec.ApprovalDeniedError
+	if !errors.As(err, &denied) || denied.Approver != "dana" {
+		t.Fatalf("Resume: err = %v, want dana's denial", err)
+	}
+	// The run failed: nothing of it is pending any more.
+	refused("a request of a run that failed", run.Decide(ctx, pending.Requests[1].Approve("dana")))
+}
+
+func TestADecisionForAnotherTenantsOrRunsRequestIsRefused(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	r := &recorder{}
+	ex, gate := hExecutor(t, r, st, nil)
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
+	var pending *planexec.ApprovalPendingError
+	if _, err := hRun(t, ex, "acme", "run-1").Execute(ctx, tripPlan()); !errors.As(err, &pending) {
+		t.Fatalf("Execute: err = %v, want pending", err)
+	}
+	decision := pending.Requests[0].Approve("dana")
+	for _, other := range []*planexec.Run{hRun(t, ex, "globex", "run-1"), hRun(t, ex, "acme", "run-2")} {
+		if err := other.Decide(ctx, decision); !errors.Is(err, planexec.ErrNotPending) {
+			t.Errorf("Decide on %s/%s: err = %v, want ErrNotPending", other.Delegation().Tenant, other.ID(), err)
+		}
+	}
+	// Nothing was recorded: the run still asks.
+	gate.answer = nil
+	res, err := hRun(t, ex, "acme", "run-1").Resume(ctx)
+	if err != nil || !res.Complete {
+		t.Fatalf("Resume: %+v, %v", res, err)
+	}
+	if asked := gate.Asked(); len(asked) != 2 {
+		t.Errorf("the gate was asked %d times, want twice: a refused decision cleared the step", len(asked))
+	}
+}
