@@ -28,21 +28,22 @@ func (r *Run) unstored() ([]json.RawMessage, int) {
 	if r.stored >= n {
 		return nil, n
 	}
-	r.buf = r.buf[:0]
-	ends := make([]int, 0, n-r.stored)
+	// The documents and their list are the run's own buffers, reused from
+	// one write to the next: a store copies what it keeps.
+	r.buf, r.ends = r.buf[:0], r.ends[:0]
 	for i := r.stored; i < n; i++ {
 		e := r.rec.events[i]
 		e.Seq = 0 // the store numbers what it keeps
 		r.buf = appendEvent(r.buf, &e)
-		ends = append(ends, len(r.buf))
+		r.ends = append(r.ends, len(r.buf))
 	}
-	docs := make([]json.RawMessage, len(ends))
+	r.docs = r.docs[:0]
 	start := 0
-	for i, end := range ends {
-		docs[i] = r.buf[start:end:end]
+	for _, end := range r.ends {
+		r.docs = append(r.docs, r.buf[start:end:end])
 		start = end
 	}
-	return docs, n
+	return r.docs, n
 }
 
 // flush stores the events the store does not hold yet. Events it could not

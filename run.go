@@ -37,8 +37,10 @@ type Run struct {
 
 	// The history's writes, one at a time so it is stored in order.
 	flushMu sync.Mutex
-	stored  int    // rec.events[:stored] are in the store
-	buf     []byte // the documents of the events being stored
+	stored  int               // rec.events[:stored] are in the store
+	buf     []byte            // the documents of the events being stored
+	ends    []int             // where each document ends in buf
+	docs    []json.RawMessage // the documents, as the store is handed them
 
 	delegationDoc []byte // d as stored, once encoded; written under busy
 }

@@ -29,7 +29,7 @@ type Store struct {
 	claims    map[store.Key]*store.ClaimRow
 	slab      []store.ClaimRow // claim rows not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
-	histories map[[2]string][]json.RawMessage // each run's events, in order
+	histories map[[2]string]*history // each run's events, in order
 }
 
 var (
@@ -51,7 +51,7 @@ func New(opts ...Option) *Store {
 		runs:      map[[2]string]*run{},
 		claims:    map[store.Key]*store.ClaimRow{},
 		decisions: map[[2]string]planexec.Decision{},
-		histories: map[[2]string][]json.RawMessage{},
+		histories: map[[2]string]*history{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -292,7 +292,6 @@ func (s *Store) CompleteStep(_ context.Context, w *store.StepWrite) error {
 	} else {
 		rec.Outcome = clone(rec.Outcome)
 	}
-	events := copyEvents(w.Events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{w.Key.Tenant, w.RunID}
@@ -304,7 +303,7 @@ func (s *Store) CompleteStep(_ context.Context, w *store.StepWrite) error {
 		return err
 	}
 	r.saveStep(rec)
-	s.histories[k] = append(s.histories[k], events...)
+	s.appendEvents(k, w.Events)
 	return nil
 }
 
@@ -313,7 +312,6 @@ func (s *Store) CompleteStep(_ context.Context, w *store.StepWrite) error {
 func (s *Store) ReleaseStep(_ context.Context, w *store.StepWrite) error {
 	rec := w.Record
 	rec.Outcome = clone(rec.Outcome)
-	events := copyEvents(w.Events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{w.Key.Tenant, w.RunID}
@@ -325,17 +323,49 @@ func (s *Store) ReleaseStep(_ context.Context, w *store.StepWrite) error {
 		return err
 	}
 	r.saveStep(rec)
-	s.histories[k] = append(s.histories[k], events...)
+	s.appendEvents(k, w.Events)
 	return nil
+}
+
+// history is a run's events: their documents one after another in buf,
+// each ending where ends says, so appending costs no allocation of its own.
+type history struct {
+	buf  []byte
+	ends []int
+}
+
+// appendEvents copies events onto the run's history. Callers hold s.mu.
+func (s *Store) appendEvents(k [2]string, events []json.RawMessage) {
+	if len(events) == 0 {
+		return
+	}
+	h := s.histories[k]
+	if h == nil {
+		h = &history{}
+		s.histories[k] = h
+	}
+	size := 0
+	for _, e := range events {
+		size += len(e)
+	}
+	// Doubling: append alone grows a large slice by a quarter at a time,
+	// and a long history would be copied over and over.
+	if need := len(h.buf) + size; need > cap(h.buf) {
+		buf := make([]byte, len(h.buf), max(need, 2*cap(h.buf), 1024))
+		copy(buf, h.buf)
+		h.buf = buf
+	}
+	for _, e := range events {
+		h.buf = append(h.buf, e...)
+		h.ends = append(h.ends, len(h.buf))
+	}
 }
 
 // AppendEvents implements store.EventStore.
 func (s *Store) AppendEvents(_ context.Context, tenant, runID string, events []json.RawMessage) error {
-	events = copyEvents(events)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := [2]string{tenant, runID}
-	s.histories[k] = append(s.histories[k], events...)
+	s.appendEvents([2]string{tenant, runID}, events)
 	return nil
 }
 
@@ -344,37 +374,20 @@ func (s *Store) Events(_ context.Context, tenant, runID string, after int64, lim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.histories[[2]string{tenant, runID}]
-	if after < 0 {
-		after = 0
-	}
-	if after >= int64(len(h)) || limit <= 0 {
+	after = max(after, 0)
+	if h == nil || after >= int64(len(h.ends)) || limit <= 0 {
 		return nil, nil
 	}
-	h = h[after:]
-	h = h[:min(limit, len(h))]
-	out := make([]store.EventRecord, len(h))
-	for i, e := range h {
-		out[i] = store.EventRecord{Seq: after + int64(i) + 1, Event: clone(e)}
+	last := min(int64(len(h.ends)), after+int64(limit))
+	out := make([]store.EventRecord, 0, last-after)
+	for i := after; i < last; i++ {
+		start := 0
+		if i > 0 {
+			start = h.ends[i-1]
+		}
+		out = append(out, store.EventRecord{Seq: i + 1, Event: clone(h.buf[start:h.ends[i]])})
 	}
 	return out, nil
-}
-
-// copyEvents copies events into one allocation, each capped at its length.
-func copyEvents(events []json.RawMessage) []json.RawMessage {
-	if len(events) == 0 {
-		return nil
-	}
-	size := 0
-	for _, e := range events {
-		size += len(e)
-	}
-	buf := make([]byte, 0, size)
-	out := make([]json.RawMessage, len(events))
-	for i, e := range events {
-		buf = append(buf, e...)
-		out[i] = buf[len(buf)-len(e) : len(buf) : len(buf)]
-	}
-	return out
 }
 
 // ListRuns implements store.RunLister. It looks at every run of the
