@@ -2,6 +2,7 @@ package planexec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -180,89 +181,116 @@ type ladderDecision struct {
 	why     string
 }
 
+// windowSpent tells what a grant let through within its window before now:
+// from the store, which counts it for every executor over it, or from the
+// ladder's own memory.
+type windowSpent func(g *Grant, now time.Time) (decimal.Decimal, error)
+
 // decide rules on one step. inPlan holds what the steps cleared before it put
 // against each grant, and acted what the plan's finished steps did, so
 // ceilings are cumulative within a plan. With a window, what finished is in
 // the window's own sum already (committed when it ran) and is not counted
-// twice.
-func (l *AutonomyLadder) decide(now time.Time, tenant, user, tool string, args []byte, inPlan, acted map[string]decimal.Decimal) ladderDecision {
+// twice; spent says what that sum is.
+func (l *AutonomyLadder) decide(now time.Time, tenant, user, tool string, args []byte, inPlan, acted map[string]decimal.Decimal, spent windowSpent) (ladderDecision, error) {
 	c := l.byTool[tool]
 	d := ladderDecision{class: c.Name}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	g := l.grantFor(tenant, user, c.Name, now)
+	l.mu.Unlock()
 	if g == nil {
 		d.verdict, d.why = verdictEscalate, fmt.Sprintf("no live grant for class %q", c.Name)
-		return d
+		return d, nil
 	}
 	d.grant = g
 	if g.Level == LevelNever {
 		d.verdict, d.why = verdictRefuse, fmt.Sprintf("the grant forbids class %q", c.Name)
-		return d
+		return d, nil
 	}
 	if g.Level == LevelAskAlways {
 		d.verdict, d.why = verdictEscalate, "the grant says ask always"
-		return d
+		return d, nil
 	}
 	if g.Ceiling == nil {
 		d.verdict = verdictAct
-		return d
+		return d, nil
 	}
 	amount, currency, why := amountOf(c, args)
 	if why != "" {
 		d.verdict, d.why = verdictEscalate, why
-		return d
+		return d, nil
 	}
 	if amount.IsNegative() {
 		d.verdict, d.why = verdictEscalate, "the amount is negative"
-		return d
+		return d, nil
 	}
 	if currency != "" && !strings.EqualFold(currency, g.Ceiling.Currency) {
 		d.verdict, d.why = verdictEscalate, fmt.Sprintf("amount is not in the ceiling's currency %s", g.Ceiling.Currency)
-		return d
+		return d, nil
 	}
 	total := inPlan[g.ID].Add(amount)
 	if g.Ceiling.Window > 0 {
-		total = total.Add(l.spentWithin(g, now))
+		within, err := spent(g, now)
+		if err != nil {
+			return d, err
+		}
+		total = total.Add(within)
 	} else {
 		total = total.Add(acted[g.ID])
 	}
 	if total.GreaterThan(g.Ceiling.Amount) {
 		d.verdict, d.why = verdictEscalate, fmt.Sprintf("over the ceiling of %s %s", g.Ceiling.Amount, g.Ceiling.Currency)
-		return d
+		return d, nil
 	}
 	d.verdict, d.amount = verdictAct, amount
-	return d
+	return d, nil
 }
 
-// commit re-checks a grant just before its step runs, and counts the step's
-// amount against the grant's window. It fails if the grant was revoked,
-// replaced (a lower level or ceiling) or expired, or if other plans used up
-// the headroom since clearance.
-func (l *AutonomyLadder) commit(now time.Time, cleared *Grant, amount decimal.Decimal) error {
+// errNoHeadroom is a windowed grant's refusal of a step that would take it
+// past its ceiling.
+var errNoHeadroom = errors.New("no headroom left within its window")
+
+// commit re-checks a grant just before its step runs. It fails if the grant
+// was revoked, replaced (a lower level or ceiling) or expired. With a window,
+// it returns the grant's ceiling for the caller to count the step's amount
+// against (windowed is nil otherwise).
+func (l *AutonomyLadder) commit(now time.Time, cleared *Grant) (windowed *Ceiling, err error) {
 	grantID := cleared.ID
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	g, ok := l.grants[grantID]
 	if !ok {
-		return fmt.Errorf("grant %q was revoked", grantID)
+		return nil, fmt.Errorf("grant %q was revoked", grantID)
 	}
 	if g != cleared {
-		return fmt.Errorf("grant %q was replaced after the plan was cleared", grantID)
+		return nil, fmt.Errorf("grant %q was replaced after the plan was cleared", grantID)
 	}
 	if !g.Expires.IsZero() && !now.Before(g.Expires) {
-		return fmt.Errorf("grant %q expired", grantID)
+		return nil, fmt.Errorf("grant %q expired", grantID)
 	}
-	if g.Ceiling == nil {
-		return nil
+	if g.Ceiling == nil || g.Ceiling.Window <= 0 {
+		return nil, nil
 	}
-	if g.Ceiling.Window > 0 {
-		if l.spentWithin(g, now).Add(amount).GreaterThan(g.Ceiling.Amount) {
-			return fmt.Errorf("grant %q has no headroom left within its window", grantID)
-		}
-		l.spent[grantID] = append(l.spent[grantID], spend{at: now, amount: amount})
+	return g.Ceiling, nil
+}
+
+// spend counts amount against g's window in the ladder's memory, unless it
+// would pass the ceiling (errNoHeadroom): for executors whose store counts
+// no ceilings.
+func (l *AutonomyLadder) spend(g *Grant, now time.Time, amount decimal.Decimal) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.spentWithin(g, now).Add(amount).GreaterThan(g.Ceiling.Amount) {
+		return fmt.Errorf("grant %q has %w", g.ID, errNoHeadroom)
 	}
+	l.spent[g.ID] = append(l.spent[g.ID], spend{at: now, amount: amount})
 	return nil
+}
+
+// spentInMemory is windowSpent from the ladder's memory.
+func (l *AutonomyLadder) spentInMemory(g *Grant, now time.Time) (decimal.Decimal, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.spentWithin(g, now), nil
 }
 
 // spentWithin sums what was acted on under g within its window, dropping what
@@ -281,6 +309,19 @@ func (l *AutonomyLadder) spentWithin(g *Grant, now time.Time) decimal.Decimal {
 	}
 	l.spent[g.ID] = kept
 	return total
+}
+
+// longestWindow is the longest window of the ladder's grants' ceilings.
+func (l *AutonomyLadder) longestWindow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var w time.Duration
+	for _, g := range l.grants {
+		if g.Ceiling != nil {
+			w = max(w, g.Ceiling.Window)
+		}
+	}
+	return w
 }
 
 // grantFor picks the most specific live grant: the tenant's own before an

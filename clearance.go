@@ -40,7 +40,10 @@ func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, acted map[st
 		if r.ex.cfg.Ladder != nil {
 			if c, ok := r.ex.cfg.Ladder.Classify(tool); ok {
 				class = c.Name
-				dec := r.ex.cfg.Ladder.decide(r.ex.cfg.Now(), d.Tenant, d.User, tool, s.args.canonical, inPlan, acted)
+				dec, err := r.ex.cfg.Ladder.decide(r.ex.cfg.Now(), d.Tenant, d.User, tool, s.args.canonical, inPlan, acted, r.spentWithin(ctx))
+				if err != nil {
+					return nil, err
+				}
 				switch dec.verdict {
 				case verdictRefuse:
 					ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})

@@ -82,6 +82,9 @@ type Executor struct {
 	approvals ApprovalStore
 	steps     store.StepStore  // a step's claim and record in one transaction
 	history   store.EventStore // each run's events
+	ceilings  store.CeilingStore
+	pruner    store.Pruner
+	recoverer store.Recoverer
 
 	executions atomic.Uint64 // numbers executions, to name their holders
 }
@@ -139,6 +142,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 			ex.steps, _ = cfg.Store.(store.StepStore)
 		}
 		ex.history, _ = cfg.Store.(store.EventStore)
+		ex.ceilings, _ = cfg.Store.(store.CeilingStore)
+		ex.pruner, _ = cfg.Store.(store.Pruner)
+		ex.recoverer, _ = cfg.Store.(store.Recoverer)
 	}
 	if ex.approvals == nil {
 		ex.approvals = &decisions{}
@@ -272,7 +278,9 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	if err := r.savePlan(ctx, v, store.RunRunning, nil); err != nil {
 		return nil, err
 	}
+	lease := r.keepLease(ctx, v.holder)
 	err = r.dispatch(ctx, v, finished, clr, res, ev)
+	lease.stop()
 	status, waits := store.RunCompleted, []store.Wait(nil)
 	if err != nil {
 		status, waits = endStatus(ctx, err)
@@ -348,9 +356,15 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, status store.RunStatus, wa
 	}
 	now := r.ex.cfg.Now()
 	d := &r.d
-	err := r.ex.plans.SavePlan(ctx, &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
+	rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
 		PlanID: v.plan.ID, Plan: v.document(), Status: status, Waiting: waits, Delegation: r.delegation(),
-		Created: now, Updated: now})
+		Created: now, Updated: now}
+	if status == store.RunRunning {
+		// The execution holds the run while it runs: Recover leaves it be
+		// until the lease, which it moves on, runs out.
+		rec.Holder, rec.LeaseExpires = v.holder, now.Add(r.ex.cfg.Lease)
+	}
+	err := r.ex.plans.SavePlan(ctx, rec)
 	if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
@@ -655,12 +669,18 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		}
 	}
 	if clr.grant != nil {
-		if err := r.ex.cfg.Ladder.commit(r.ex.cfg.Now(), clr.grant, clr.amount); err != nil {
+		refused, err := r.commitGrant(ctx, s, clr)
+		if refused != nil || err != nil {
 			if claims != nil {
 				_ = claims.Release(x.after, s.key, epoch, false)
 			}
-			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant.ID, Detail: err.Error()})
-			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: err.Error(), AtDispatch: true}
+		}
+		if err != nil {
+			return StepResult{}, fmt.Errorf("planexec: counting step %s against grant %s: %w", quote(id), quote(clr.grant.ID), err)
+		}
+		if refused != nil {
+			ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Grant: clr.grant.ID, Detail: refused.Error()})
+			return StepResult{}, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: refused.Error(), AtDispatch: true}
 		}
 	}
 
@@ -723,6 +743,42 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		}
 	}
 	return res, nil
+}
+
+// commitGrant checks the step's grant again just before the step runs and
+// counts its amount against a windowed ceiling: in the store when it counts
+// ceilings (so replicas share the window), else in the ladder. refused says
+// why the grant no longer covers the step; err is a store's failure.
+func (r *Run) commitGrant(ctx context.Context, s *vstep, clr clearance) (refused, err error) {
+	ladder, now := r.ex.cfg.Ladder, r.ex.cfg.Now()
+	ceiling, refused := ladder.commit(now, clr.grant)
+	switch {
+	case refused != nil || ceiling == nil:
+		return refused, nil
+	case r.ex.ceilings == nil:
+		return ladder.spend(clr.grant, now, clr.amount), nil
+	}
+	err = r.ex.ceilings.Spend(ctx, store.Spend{Tenant: r.d.Tenant, Grant: clr.grant.ID, Key: s.key.Digest, Amount: clr.amount, At: now},
+		ceiling.Window, ceiling.Amount)
+	if errors.Is(err, store.ErrCeiling) {
+		return fmt.Errorf("grant %q has %w", clr.grant.ID, errNoHeadroom), nil
+	}
+	return nil, err
+}
+
+// spentWithin is how clearance learns what a windowed grant let through:
+// from the store when it counts ceilings, else from the ladder.
+func (r *Run) spentWithin(ctx context.Context) windowSpent {
+	if c := r.ex.ceilings; c != nil {
+		return func(g *Grant, now time.Time) (decimal.Decimal, error) {
+			spent, err := c.Spent(ctx, g.ID, now, g.Ceiling.Window)
+			if err != nil {
+				return spent, fmt.Errorf("planexec: reading what grant %s spent: %w", quote(g.ID), err)
+			}
+			return spent, nil
+		}
+	}
+	return r.ex.cfg.Ladder.spentInMemory
 }
 
 // claimContext returns the context claims are written under: ctx's values,

@@ -60,6 +60,9 @@ type ClaimRequest struct {
 	// executor sets it for reversible steps only: for an irreversible step an
 	// expired lease is in doubt (ClaimInDoubt).
 	TakeOver bool
+	// PerTenant says the key names an effect once per tenant, not once per
+	// run: Pruner.Prune never drops its claim.
+	PerTenant bool
 }
 
 // Claim is a store's answer to a ClaimRequest.

@@ -77,6 +77,12 @@ type PlanRecord struct {
 	// Delegation is the delegation the run acts under, the JSON document
 	// the executor wrote, so that any replica can pick the run up.
 	Delegation json.RawMessage
+	// Holder is the execution running the run, until LeaseExpires, which it
+	// moves on while it runs (Recoverer.ExtendRun); both are zero unless the
+	// run is running. A running run whose lease ran out was left by an
+	// executor that died: Recoverer.Stalled finds it.
+	Holder       string
+	LeaseExpires time.Time
 	// Steps holds the steps that finished or failed, by step id.
 	Steps   map[string]StepRecord
 	Created time.Time

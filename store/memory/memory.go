@@ -26,10 +26,11 @@ type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
 	runs      map[[2]string]*run
-	claims    map[store.Key]*store.ClaimRow
-	slab      []store.ClaimRow // claim rows not yet handed out: see newClaim
+	claims    map[store.Key]*claim
+	slab      []claim // claims not yet handed out: see newClaim
 	decisions map[[2]string]planexec.Decision
-	histories map[[2]string]*history // each run's events, in order
+	histories map[[2]string]*history   // each run's events, in order
+	spends    map[string][]store.Spend // by grant
 }
 
 var (
@@ -49,9 +50,10 @@ func New(opts ...Option) *Store {
 	s := &Store{
 		now:       time.Now,
 		runs:      map[[2]string]*run{},
-		claims:    map[store.Key]*store.ClaimRow{},
+		claims:    map[store.Key]*claim{},
 		decisions: map[[2]string]planexec.Decision{},
 		histories: map[[2]string]*history{},
+		spends:    map[string][]store.Spend{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -179,6 +181,14 @@ func (s *Store) SaveDecision(_ context.Context, tenant string, d planexec.Decisi
 	return nil
 }
 
+// claim is a key's claim row, with what Prune needs to know of it.
+type claim struct {
+	store.ClaimRow
+	run       string    // the run that last took it
+	perTenant bool      // an effect once per tenant: never pruned
+	updated   time.Time // when it was last written
+}
+
 // Claim implements planexec.IdempotencyStore.
 func (s *Store) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, error) {
 	s.mu.Lock()
@@ -194,23 +204,25 @@ func (s *Store) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, e
 		c = s.newClaim()
 		s.claims[req.Key] = c
 	}
+	c.run, c.perTenant, c.updated = req.RunID, req.PerTenant, now
 	return c.Take(req, now), nil
 }
 
-// newClaim returns a new claim row. Claims are never deleted, so they are
-// carved from slabs: one allocation for many steps' claims. Callers hold
-// s.mu.
-func (s *Store) newClaim() *store.ClaimRow {
+// newClaim returns a new claim. Claims are carved from slabs: one
+// allocation for many steps' claims (a pruned claim's slot is not reused).
+// Callers hold s.mu.
+func (s *Store) newClaim() *claim {
 	if len(s.slab) == 0 {
-		s.slab = make([]store.ClaimRow, 64)
+		s.slab = make([]claim, 64)
 	}
 	c := &s.slab[0]
 	s.slab = s.slab[1:]
 	return c
 }
 
-// held returns the claim if epoch still holds it. Callers hold s.mu.
-func (s *Store) held(key store.Key, epoch int64) (*store.ClaimRow, error) {
+// held returns the claim if epoch still holds it, marked written now.
+// Callers hold s.mu.
+func (s *Store) held(key store.Key, epoch int64) (*claim, error) {
 	c, ok := s.claims[key]
 	if !ok {
 		return nil, store.ErrNoRecord
@@ -218,6 +230,7 @@ func (s *Store) held(key store.Key, epoch int64) (*store.ClaimRow, error) {
 	if !c.Holds(epoch) {
 		return nil, store.ErrFenced
 	}
+	c.updated = s.now()
 	return c, nil
 }
 
@@ -276,7 +289,12 @@ func (s *Store) Resolve(_ context.Context, key store.Key, r store.Resolution) er
 	if !ok {
 		return store.ErrNoRecord
 	}
-	return c.Resolve(r, s.now())
+	now := s.now()
+	if err := c.Resolve(r, now); err != nil {
+		return err
+	}
+	c.updated = now
+	return nil
 }
 
 // CompleteStep implements store.StepStore: the claim, the step record and
@@ -332,6 +350,7 @@ func (s *Store) ReleaseStep(_ context.Context, w *store.StepWrite) error {
 type history struct {
 	buf  []byte
 	ends []int
+	last time.Time // when an event was last appended
 }
 
 // appendEvents copies events onto the run's history. Callers hold s.mu.
@@ -359,6 +378,7 @@ func (s *Store) appendEvents(k [2]string, events []json.RawMessage) {
 		h.buf = append(h.buf, e...)
 		h.ends = append(h.ends, len(h.buf))
 	}
+	h.last = s.now()
 }
 
 // AppendEvents implements store.EventStore.

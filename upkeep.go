@@ -1,0 +1,175 @@
+package planexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/planexec/planexec/store"
+)
+
+// Pruned counts what Prune dropped.
+type Pruned = store.Pruned
+
+// DefaultRetention is how long Prune keeps what finished when it is given
+// no retention: 30 days.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Prune drops what tenant's finished runs left in the store more than keep
+// ago (DefaultRetention when keep is not above zero): runs completed or
+// failed, with their steps and histories; histories of runs that never had
+// a plan; the claims of those runs' effects; decisions; the spends of
+// windowed grants. It never drops a run that may go on (running, awaiting
+// a person, in doubt, interrupted), a claim in flight or in doubt, nor the
+// claim of an effect once per tenant (OncePerTenant): such an effect never
+// happens twice, however old its claim. Call it on a timer, from any
+// replica.
+//
+// A keep shorter than the longest window of the ladder's ceilings would
+// forget spends still inside their window, letting a grant act past its
+// ceiling: it is a *ConfigurationError, and nothing is dropped. It needs a
+// store that prunes (store.Pruner): every store of this module does.
+func (ex *Executor) Prune(ctx context.Context, tenant string, keep time.Duration) (Pruned, error) {
+	if ex.pruner == nil {
+		return Pruned{}, &ConfigurationError{Why: "the store prunes nothing"}
+	}
+	if keep <= 0 {
+		keep = DefaultRetention
+	}
+	if l := ex.cfg.Ladder; l != nil {
+		if w := l.longestWindow(); keep < w {
+			return Pruned{}, &ConfigurationError{Why: fmt.Sprintf("a retention of %v would forget spends inside a ceiling's window of %v", keep, w)}
+		}
+	}
+	p, err := ex.pruner.Prune(ctx, tenant, ex.cfg.Now().Add(-keep))
+	if err != nil {
+		return p, fmt.Errorf("planexec: pruning the runs of tenant %s: %w", quote(tenant), err)
+	}
+	return p, nil
+}
+
+// Recovered is what Recover did with one run.
+type Recovered struct {
+	Tenant string
+	RunID  string
+	// Result and Err are what resuming the run returned.
+	Result *Result
+	Err    error
+}
+
+// Recover finds up to limit runs (100 when limit is not above zero), of
+// every tenant, that stopped without finishing — interrupted (the context
+// they ran under was cancelled), or left running by an executor that died
+// (its lease on the run ran out) — and resumes each on this executor, one
+// after another, as Run.Resume does. Call it as a service starts and then
+// on a timer, on every replica: each run is taken in the store before it is
+// resumed, so two replicas never resume one run at once. The error is the
+// store's, when it could not list or take runs; what each resume returned
+// is in its Recovered.
+//
+// It needs a store that recovers runs (store.Recoverer): every store of
+// this module does.
+func (ex *Executor) Recover(ctx context.Context, limit int) ([]Recovered, error) {
+	if ex.recoverer == nil {
+		return nil, &ConfigurationError{Why: "the store recovers no runs"}
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	refs, err := ex.recoverer.Stalled(ctx, ex.cfg.Now(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("planexec: finding runs to recover: %w", err)
+	}
+	var out []Recovered
+	for _, ref := range refs {
+		took, err := ex.recoverer.TakeRun(ctx, ref, ex.holder(), ex.cfg.Now(), ex.cfg.Lease)
+		if err != nil {
+			return out, fmt.Errorf("planexec: taking run %s to recover it: %w", quote(ref.RunID), err)
+		}
+		if !took {
+			continue // another replica has it
+		}
+		res, err := ex.recover(ctx, ref)
+		out = append(out, Recovered{Tenant: ref.Tenant, RunID: ref.RunID, Result: res, Err: err})
+	}
+	return out, nil
+}
+
+// recover resumes a run taken to recover it, under the delegation stored
+// with it.
+func (ex *Executor) recover(ctx context.Context, ref store.RunRef) (*Result, error) {
+	rec, err := ex.plans.LoadPlan(ctx, ref.Tenant, ref.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("planexec: loading run %s: %w", quote(ref.RunID), err)
+	}
+	var d Delegation
+	if len(rec.Delegation) == 0 {
+		return nil, &DelegationError{RunID: ref.RunID, Why: "the stored run holds no delegation to act under"}
+	}
+	if err := json.Unmarshal(rec.Delegation, &d); err != nil || d.RunID != ref.RunID || d.Tenant != ref.Tenant {
+		return nil, &store.Error{Op: "load plan", Err: fmt.Errorf("the delegation of run %s: %w", quote(ref.RunID), store.ErrCorruptRecord)}
+	}
+	run, err := ex.Run(d)
+	if err != nil {
+		return nil, err
+	}
+	return run.Resume(ctx)
+}
+
+// runLease keeps an execution's lease on its run while it runs, moving it on
+// every third of a lease on a timer (no goroutine of its own), so that
+// Recover tells a live execution from a dead one.
+type runLease struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	wg      sync.WaitGroup
+	stopped bool
+	extend  func() error
+}
+
+// keepLease starts moving the run's lease on for holder until stop.
+func (r *Run) keepLease(ctx context.Context, holder string) *runLease {
+	rec, lease := r.ex.recoverer, r.ex.cfg.Lease
+	l := &runLease{}
+	if rec == nil {
+		return l
+	}
+	ref := store.RunRef{Tenant: r.d.Tenant, RunID: r.d.RunID}
+	l.extend = func() error {
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
+		defer cancel()
+		return rec.ExtendRun(ectx, ref, holder, r.ex.cfg.Now().Add(lease))
+	}
+	l.wg.Add(1)
+	l.t = time.AfterFunc(lease/3, func() { l.tick(lease / 3) })
+	return l
+}
+
+func (l *runLease) tick(every time.Duration) {
+	defer l.wg.Done()
+	err := l.extend()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// A run taken over by another execution is its now: stop.
+	if !l.stopped && !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNoRecord) {
+		l.wg.Add(1)
+		l.t.Reset(every)
+	}
+}
+
+// stop ends the renewals and waits for one in flight.
+func (l *runLease) stop() {
+	if l.t == nil {
+		return
+	}
+	l.mu.Lock()
+	l.stopped = true
+	if l.t.Stop() {
+		l.wg.Done()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}
