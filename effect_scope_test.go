@@ -7,6 +7,7 @@ package planexec_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/memory"
@@ -50,5 +51,41 @@ func TestAnEffectOncePerTenantHappensOnceWhicheverRunAsks(t *testing.T) {
 				t.Errorf("keys %v and %v: shared between runs: want %v", results[0].Steps["r1"].Key, second.Key, perTenant)
 			}
 		})
+	}
+}
+
+func TestPruningNeverLetsAnEffectOncePerTenantHappenAgain(t *testing.T) {
+	ctx := context.Background()
+	clk := planexec.NewFakeClock()
+	st := memory.New(memory.WithClock(clk.Now))
+	r := &recorder{}
+	ex, _ := hExecutor(t, r, st, func(c *planexec.Config) {
+		c.Now = clk.Now
+		c.Tools = r.tools(map[string][]planexec.ContractOption{
+			"refund": {planexec.KeyArguments("order"), planexec.OncePerTenant()},
+		})
+	})
+	refund := iOne(step("r1", "refund", `{"order":"O-77","amount":12.50,"currency":"GBP"}`))
+	search := iOne(iSearch("s1", "LHR"))
+	for _, id := range []string{"task-1", "task-2"} {
+		plan := refund
+		if id == "task-2" {
+			plan = search
+		}
+		if _, err := hRun(t, ex, "acme", id).Execute(ctx, plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(planexec.DefaultRetention + time.Hour)
+	pruned, err := ex.Prune(ctx, "acme", 0)
+	if err != nil || pruned.Runs != 2 || pruned.Claims != 1 {
+		t.Fatalf("Prune = %+v, %v; want both runs and the search's claim dropped, the refund's kept", pruned, err)
+	}
+	res, err := hRun(t, ex, "acme", "task-3").Execute(ctx, refund)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := callsOf(r, "refund"); n != 1 || !res.Steps["r1"].Replayed {
+		t.Errorf("after pruning, the refund ran %d times in all (replayed: %v), want once", n, res.Steps["r1"].Replayed)
 	}
 }

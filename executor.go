@@ -633,7 +633,8 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	claims := r.ex.claims
 	var epoch int64
 	if claims != nil {
-		req := store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible}
+		req := store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: tool, Holder: v.holder, Lease: r.ex.cfg.Lease, TakeOver: !irreversible,
+			PerTenant: s.tool.contract.perTenant}
 		c, err := r.claim(x, req)
 		if err != nil {
 			return StepResult{}, fmt.Errorf("planexec: claiming step %s: %w", quote(id), err)
