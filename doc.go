@@ -122,6 +122,10 @@
 //   - [ErrRunBusy], [ErrNoOutcome], [ErrInvalidDecision]: a run asked to
 //     execute twice at once, an outcome read from a step that did not finish,
 //     a decision that cannot be recorded.
+//   - [ErrNotPending]: a decision for a request the stored run does not
+//     await (another run's or tenant's, never made, already decided).
+//   - [ErrInvalidQuery]: a listing of runs asked for a status no run can be
+//     in, or with a cursor no listing gave.
 //
 // For example:
 //
