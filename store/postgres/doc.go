@@ -1,7 +1,7 @@
 // Package postgres is the shared durable store of planexec: plans, step
-// results, idempotency claims and approval decisions in PostgreSQL, for
-// several replicas of a service running and resuming the same runs. It uses
-// pgx v5.
+// results, idempotency claims, approval decisions and runs' histories in
+// PostgreSQL, for several replicas of a service running, resuming, listing
+// and following the same runs. It uses pgx v5.
 //
 // # Wiring it in
 //
@@ -15,11 +15,13 @@
 //	defer store.Close()
 //	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools, Gate: gate, Store: store})
 //
-// The one value keeps plans, claims and decisions: it is a
-// [store.StepStore], so the executor writes a step's completion and its
-// record in one statement and there is never one without the other; and a
-// [planexec.ApprovalStore], so decisions are kept in the same database and a
-// resume on any replica never asks a person twice.
+// The one value keeps plans, claims, decisions and histories: it is a
+// [store.StepStore], so the executor writes a step's completion, its record
+// and its events in one statement and there is never one without the
+// others; a [planexec.ApprovalStore], so decisions are kept in the same
+// database and a resume on any replica never asks a person twice; a
+// [store.EventStore], so any replica reads a run's history; and a
+// [store.RunLister], so any replica lists a tenant's runs by status.
 //
 // After a replica dies, any other calls Run.Resume (or Run.Do) for the run:
 // steps on record are replayed, a step whose claim is still leased to the
@@ -33,10 +35,18 @@
 // another) and creates and migrates it itself when it is opened. Migration
 // runs in one transaction under an advisory lock, so replicas starting at
 // once migrate once; the version reached is in the schema_version table. A
-// schema migrated by a newer version of this package is refused.
+// schema migrated by a newer version of this package is refused. Version 3
+// builds the listing's indexes in that transaction: over a large plans
+// table, saving a plan waits until they are built.
 //
-//   - plans: one row per run (tenant, run_id), with the plan id, status and
-//     record layout version as columns and the record as a JSON document.
+//   - plans: one row per run (tenant, run_id), with the plan id, status,
+//     record layout version, creation and update times as columns and the
+//     record as a JSON document; what the run waits for (waiting: a JSON
+//     array of waits) and the delegation it acts under (delegation: the
+//     executor's document, byte for byte), each NULL for none. Two indexes
+//     serve listings: plans_by_update (tenant, updated DESC, run_id) and
+//     plans_by_status (tenant, status, updated DESC, run_id), run ids in
+//     byte order (COLLATE "C").
 //   - steps: one row per step (tenant, run_id, step_id), its layout version
 //     and its record. A step costs one row whatever the plan's length.
 //     Saving a run under a new plan id drops the old plan's rows in the same
@@ -46,9 +56,14 @@
 //     tool that claimed it. Rows are never deleted, not even by Forget: a
 //     claim is what keeps an effect from happening twice. A completed
 //     claim's outcome is never NULL (an empty one is zero bytes).
-//   - approvals: one row per decision (tenant, record_id: the request id), with its layout
-//     version, status and time as columns and the decision as a JSON
-//     document.
+//   - approvals: one row per decision (tenant, record_id: the request id),
+//     with its layout version, status and time as columns and the decision
+//     as a JSON document.
+//   - events: one row per event of a run's history (tenant, run_id, seq),
+//     the event's JSON document in event; histories: one row per run that
+//     has a history (tenant, run_id), the number of its last event in
+//     last_seq. A run with no plan row may have a history. Forget removes
+//     both, with the plan and its steps.
 //
 // Every statement is scoped by tenant: one tenant never reads, writes or
 // forgets another's records.
@@ -79,9 +94,12 @@
 // Claim does not take, nor Resolve settle, a key a newer version wrote. A
 // record that cannot be decoded, names another run, step or decision than
 // its row, or holds a status (for a claim, a state) this package never
-// writes, and a completed claim whose outcome is NULL or not JSON, is a
-// *store.Error wrapping [store.ErrCorruptRecord]: it is never
-// replayed as an outcome nor taken for a step that did not run.
+// writes, a completed claim whose outcome is NULL or not JSON, and a
+// waiting column that is not a list of waits, is a *store.Error wrapping
+// [store.ErrCorruptRecord]: it is never replayed as an outcome nor taken
+// for a step that did not run. A listing refuses a run it cannot read in
+// the same way, rather than show it as something it is not. Events and
+// delegations are kept as they were given and never read by the store.
 //
 // # Claims, leases and fencing
 //
@@ -99,14 +117,43 @@
 // on the time. [WithClock] measures them by a clock of your own instead;
 // every store sharing a schema should then use clocks that agree.
 //
+// # Histories
+//
+// A run's events are numbered from 1 in the order they are stored. An
+// append (AppendEvents, or a step's joint write with its events) takes its
+// numbers by one INSERT … ON CONFLICT DO UPDATE of the run's histories row,
+// moving last_seq on by the batch's size, and writes the batch in the same
+// statement. The row stays locked until the transaction commits, so the
+// run's next appender, on any replica, waits and numbers on from there:
+// numbers are taken in commit order. There is no gap and no number twice,
+// a batch is stored whole and in order, and a reader that has read up to n
+// never later finds an event numbered n or below. Appenders to one run wait
+// for each other, for the length of one statement; appenders to different
+// runs do not. Events are read by number, a range of the primary key.
+//
+// # Listings
+//
+// ListRuns reads one page of a tenant's runs, most recently updated first
+// and then by run id, after a cursor (the last run of the page before). A
+// page is a range scan of plans_by_update (every status) or, for each
+// status asked for, of plans_by_status, at most one page of each, merged:
+// its cost does not grow with the tenant's runs or the page's depth. A
+// listed run's Updated is its plans row's update time: when its record was
+// last saved, as the executor saves it at each change of status. Steps that
+// finished since do not move it (a step's write does not touch the plan's
+// row; LoadPlan's Updated counts them). It is kept to the microsecond, and
+// a cursor taken from a listed run continues after it exactly.
+//
 // # Cost
 //
 // An executed step costs two round trips, each one statement and one
-// commit: the claim, then the completion with the step's record. Finding a
-// key taken (a replay, a holder in flight) costs a second read. Saving a
-// plan, done when a run starts and ends, is one transaction of two
-// statements; loading one is one statement, the plan and its steps read in
-// one snapshot.
+// commit: the claim, then the completion with the step's record and its
+// events. Finding a key taken (a replay, a holder in flight) costs a second
+// read. Saving a plan, done when a run starts, stops and ends, is one
+// transaction of two statements; loading one is one statement, the plan and
+// its steps read in one snapshot. Appending events is one statement, and so
+// is reading a page of a history or of a listing. Forget is one transaction
+// of four statements.
 //
 // # Errors
 //

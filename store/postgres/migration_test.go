@@ -121,3 +121,99 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
+
+// A schema at version 2, with the rows that version wrote, is carried over
+// to version 3: its runs read back as they were, waiting for nothing under
+// no delegation, are listed, have no history until one is appended, and
+// save and complete steps as before, now with what they wait for, their
+// delegation and their events.
+func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := sharedPool(t)
+	schema := freshSchema(t, pool)
+	if err := postgres.MigrateTo(ctx, pool, schema, 2); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	updated := created.Add(time.Minute)
+	const plan = `{"id":"p1","goal":"nul \u0000 goal","revision":1,"steps":[{"id":"s1","tool":"notify","arguments":{"n":412.50}},{"id":"s2","tool":"notify","arguments":{}}]}`
+	planDoc := func(run, status string, at time.Time) string {
+		return `{"version":1,"tenant":"acme","run_id":"` + run + `","plan":` + plan + `,"status":"` + status + `","steps":null,` +
+			`"created":"2030-01-02T03:04:05.123456Z","updated":"` + at.Format(time.RFC3339Nano) + `"}`
+	}
+	stepDoc := mustJSON(t, map[string]any{"version": 1, "step_id": "s1", "plan_id": "p1", "tool": "notify", "status": "done",
+		"outcome": json.RawMessage(`{"echo":"\u0000"}`), "key": "k-done", "finished": created})
+	sqlExec(t, schema, `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated) VALUES
+		('acme', 'run-1', 'p1', 1, 'running', convert_to($1, 'UTF8'), $3, $4),
+		('acme', 'run-2', 'p1', 1, 'awaiting_approval', convert_to($2, 'UTF8'), $3, $3)`,
+		planDoc("run-1", "running", updated), planDoc("run-2", "awaiting_approval", created), created, updated)
+	sqlExec(t, schema, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, $1)`, stepDoc)
+	sqlExec(t, schema, `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, outcome, run_id, step_id, tool, version) VALUES
+		('acme', 'k-done', 'completed', 1, 'h', now(), convert_to('"PNR"', 'UTF8'), 'run-1', 's1', 'notify', 1),
+		('acme', 'k-s2', 'acquired', 4, 'h', now() + interval '1 hour', NULL, 'run-1', 's2', 'notify', 1)`)
+
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatalf("New over the second schema: %v", err)
+	}
+	defer s.Close()
+	var version int
+	if err := pool.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&version); err != nil || version != postgres.SchemaVersion {
+		t.Fatalf("schema at version %d, %v; want %d", version, err, postgres.SchemaVersion)
+	}
+
+	got, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	if string(got.Plan) != plan || got.Status != store.RunRunning || got.Waiting != nil || got.Delegation != nil || !got.Created.Equal(created) || len(got.Steps) != 1 {
+		t.Errorf("LoadPlan = %+v", got)
+	}
+	if st := got.Steps["s1"]; st.Status != planexec.StepDone || string(st.Outcome) != `{"echo":"\u0000"}` {
+		t.Errorf("step s1 = %+v", st)
+	}
+	runs, err := s.ListRuns(ctx, "acme", store.RunQuery{Limit: 10})
+	if err != nil || len(runs) != 2 {
+		t.Fatalf("ListRuns = %+v, %v", runs, err)
+	}
+	if r := runs[0]; r.RunID != "run-1" || r.PlanID != "p1" || r.Status != store.RunRunning || r.Waiting != nil || !r.Created.Equal(created) || !r.Updated.Equal(updated) {
+		t.Errorf("run-1 listed as %+v", r)
+	}
+	if r := runs[1]; r.RunID != "run-2" || r.Status != store.RunAwaitingApproval || r.Waiting != nil {
+		t.Errorf("run-2 listed as %+v", r)
+	}
+	if page, err := s.ListRuns(ctx, "acme", store.RunQuery{Statuses: []store.RunStatus{store.RunAwaitingApproval}, Limit: 10}); err != nil || len(page) != 1 || page[0].RunID != "run-2" {
+		t.Errorf("ListRuns awaiting approval = %+v, %v", page, err)
+	}
+	if h, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(h) != 0 {
+		t.Errorf("a run of the second schema has a history: %+v, %v", h, err)
+	}
+
+	// The run goes on: its step in flight completes with its events, and
+	// its plan is saved waiting, under a delegation.
+	if err := s.AppendEvents(ctx, "acme", "run-1", []json.RawMessage{json.RawMessage(`{"kind":"RESUMED"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	w := &store.StepWrite{Key: planexec.Key{Tenant: "acme", Digest: "k-s2"}, Epoch: 4, RunID: "run-1", Outcome: json.RawMessage(`"sent"`),
+		Record: store.StepRecord{StepID: "s2", PlanID: "p1", Tool: "notify", Status: planexec.StepDone, Outcome: json.RawMessage(`"sent"`), Key: "k-s2", Finished: updated},
+		Events: []json.RawMessage{json.RawMessage(`{"kind":"STEP_EXECUTED","step_id":"s2"}`)}}
+	if err := s.CompleteStep(ctx, w); err != nil {
+		t.Fatalf("CompleteStep of a claim of the second schema: %v", err)
+	}
+	if h, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(h) != 2 || h[0].Seq != 1 || h[1].Seq != 2 || string(h[1].Event) != string(w.Events[0]) {
+		t.Errorf("history after the step = %+v, %v", h, err)
+	}
+	rec := *got
+	rec.Status, rec.Updated = store.RunAwaitingApproval, updated.Add(time.Minute)
+	rec.Waiting = []store.Wait{{StepID: "s2", Tool: "notify", Request: "sha256:r"}}
+	rec.Delegation = json.RawMessage(`{"run_id":"run-1","tenant":"acme"}`)
+	if err := s.SavePlan(ctx, &rec); err != nil {
+		t.Fatalf("SavePlan of the migrated run: %v", err)
+	}
+	again, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil || again.Status != store.RunAwaitingApproval || len(again.Steps) != 2 || len(again.Waiting) != 1 || again.Waiting[0] != rec.Waiting[0] ||
+		string(again.Delegation) != string(rec.Delegation) || !again.Created.Equal(created) {
+		t.Errorf("after saving again: %+v, %v", again, err)
+	}
+}

@@ -2,12 +2,10 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
@@ -27,10 +25,11 @@ const (
 	DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2
 	AND NOT EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2 AND plan_id = $3)
 )
-INSERT INTO {s}.plans (tenant, run_id, plan_id, version, status, record, created, updated)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO {s}.plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
-	status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated`
+	status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated,
+	waiting = excluded.waiting, delegation = excluded.delegation`
 	// saveStepSQL writes a step's row if its run has a plan.
 	saveStepSQL = `INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
 SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)` + stepConflict
@@ -38,28 +37,59 @@ SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE 
 ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version, record = excluded.record`
 	// loadPlanSQL reads the plan and its steps in one statement, so in one
 	// snapshot.
-	loadPlanSQL = `SELECT p.version, p.record,
+	loadPlanSQL = `SELECT p.version, p.record, p.waiting, p.delegation,
 	ARRAY(SELECT s.step_id FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
 	ARRAY(SELECT s.version FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
 	ARRAY(SELECT s.record FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id)
 FROM {s}.plans p WHERE p.tenant = $1 AND p.run_id = $2`
-	forgetSQL = `WITH plan AS (DELETE FROM {s}.plans WHERE tenant = $1 AND run_id = $2)
-DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2`
+	// Forget's statements, in one transaction and in this order. The
+	// plan and then its steps go first, each row locked in the order
+	// SavePlan locks them. Then the run's histories row is locked (made if
+	// it has none): the run's appenders that took numbers have committed,
+	// and the others wait for the end of the transaction. Then the history
+	// goes, counter and events, by a statement whose snapshot sees every
+	// event numbered. Every writer takes its locks in this order (plan
+	// row, step rows, histories row), so none waits for another in a
+	// circle.
+	forgetPlanSQL  = `DELETE FROM {s}.plans WHERE tenant = $1 AND run_id = $2`
+	forgetStepsSQL = `DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2`
+	lockHistorySQL = `INSERT INTO {s}.histories AS h (tenant, run_id, last_seq) VALUES ($1, $2, 0)
+ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = h.last_seq`
+	forgetHistorySQL = `WITH events AS (DELETE FROM {s}.events WHERE tenant = $1 AND run_id = $2)
+DELETE FROM {s}.histories WHERE tenant = $1 AND run_id = $2`
 )
 
 // jointSQL is CompleteStep's or ReleaseStep's statement: the fenced claim
-// write (set, parameters $1 to $4) applies only if the run has a plan, and
-// the step's record (parameters $5 to $9) is written only if it applied.
-// One statement, so both or neither. The join reads the plan row without
+// write (set, parameters $1 to $4) applies only if the run has a plan, the
+// step's record (parameters $5 to $9) is written only if it applied, and
+// the events ($10, an array) are appended only if the record was written.
+// One statement, so all or none. The join reads the plan row without
 // locking it: a concurrent SavePlan of the run does not wait for steps.
+//
+// Each write reads the one before it, which orders the locks the
+// statement takes: the claim row, the step row, then the run's histories
+// row. That last lock is what numbers the events in commit order (see
+// appendSQL): it is taken last so that it is held for the shortest time,
+// and always after the step row, as Forget takes them too. A write with
+// no events does not touch the histories row at all.
 func jointSQL(set string) string {
 	return `WITH written AS (
 	UPDATE {s}.claims AS c SET ` + set + ` FROM {s}.plans AS p
 	WHERE c.tenant = $1 AND c.key = $2 AND c.epoch = $3 AND c.state = 'acquired' AND p.tenant = $1 AND p.run_id = $5::text
 	RETURNING 1
+), step AS (
+	INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
+	SELECT $1, $5::text, $6::text, $7::text, $9::integer, $8::bytea FROM written` + stepConflict + `
+	RETURNING 1
+), counter AS (
+	INSERT INTO {s}.histories AS h (tenant, run_id, last_seq)
+	SELECT $1, $5::text, cardinality($10::bytea[]) FROM step WHERE cardinality($10::bytea[]) > 0` + counterConflict + `
+), appended AS (
+	INSERT INTO {s}.events (tenant, run_id, seq, event)
+	SELECT $1, $5::text, counter.last_seq - cardinality($10::bytea[]) + e.n, e.event
+	FROM counter, unnest($10::bytea[]) WITH ORDINALITY AS e(event, n)
 )
-INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
-SELECT $1, $5::text, $6::text, $7::text, $9::integer, $8::bytea FROM written` + stepConflict
+SELECT count(*) FROM written`
 }
 
 // whyNotSQL says why a joint write did not apply: whether the caller's
@@ -74,7 +104,8 @@ const jointAttempts = 3
 
 // SavePlan implements planexec.PlanStore. Rewriting the same plan keeps its
 // creation time and its steps; a new plan id drops the steps of the old one,
-// in the same transaction.
+// in the same transaction. What the run waits for and its delegation are
+// written as they are given, each NULL for none.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
@@ -85,7 +116,11 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	}
 	c := *rec
 	c.Version = storecodec.PlanVersion
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	waiting, err := storecodec.EncodeWaiting(c.Waiting)
+	if err != nil {
+		return storeErr(op, err)
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var (
 			oldPlan   string
 			oldColumn int
@@ -113,7 +148,8 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated)
+		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
+			waiting, []byte(c.Delegation)) // nil: NULL
 		return err
 	})
 	if err != nil {
@@ -139,41 +175,47 @@ func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step store.S
 	return nil
 }
 
-// CompleteStep implements store.StepStore: the claim is completed and the
-// step recorded by one statement, so both or neither. It is the second and
-// last round trip of an executed step, after Claim.
-func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
-	return s.jointWrite(ctx, "complete step", s.q.completeStep, key, epoch, storecodec.EncodeOutcome(outcome), runID, rec)
+// CompleteStep implements store.StepStore: the claim is completed, the
+// step recorded and its events appended by one statement, so all or none.
+// It is the second and last round trip of an executed step, after Claim.
+func (s *Store) CompleteStep(ctx context.Context, w *store.StepWrite) error {
+	return s.jointWrite(ctx, "complete step", s.q.completeStep, w, storecodec.EncodeOutcome(w.Outcome))
 }
 
 // ReleaseStep implements store.StepStore, in one statement like
 // CompleteStep.
-func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
-	return s.jointWrite(ctx, "release step", s.q.releaseStep, key, epoch, inDoubt, runID, rec)
+func (s *Store) ReleaseStep(ctx context.Context, w *store.StepWrite) error {
+	return s.jointWrite(ctx, "release step", s.q.releaseStep, w, w.InDoubt)
 }
 
-// jointWrite runs CompleteStep's or ReleaseStep's statement. When it does
-// not apply it says why, as Complete (or Release) then SaveStep would:
-// ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
-// holds the key, ErrNoRecord for a run with no plan. It wrote nothing.
-func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, arg any, runID string, rec store.StepRecord) error {
-	doc, err := storecodec.EncodeStep(rec)
+// jointWrite runs CompleteStep's or ReleaseStep's statement, with arg as
+// its claim write's own parameter. When it does not apply it says why, as
+// Complete (or Release) then SaveStep would: ErrNoRecord for a key never
+// claimed, ErrFenced for an epoch that no longer holds the key, ErrNoRecord
+// for a run with no plan. It wrote nothing.
+func (s *Store) jointWrite(ctx context.Context, op, sql string, w *store.StepWrite, arg any) error {
+	if w == nil {
+		return storeErr(op, errors.New("no step write"))
+	}
+	doc, err := storecodec.EncodeStep(w.Record)
 	if err != nil {
 		return storeErr(op, err)
 	}
+	key, events := w.Key, eventsParam(w.Events)
 	for range jointAttempts {
-		tag, err := s.exec(ctx, sql, key.Tenant, key.Digest, epoch, arg, runID, rec.StepID, rec.PlanID, doc, storecodec.PlanVersion)
+		var applied int64
+		err := s.scan(ctx, sql, []any{key.Tenant, key.Digest, w.Epoch, arg, w.RunID, w.Record.StepID, w.Record.PlanID, doc, storecodec.PlanVersion, events}, &applied)
 		switch {
 		case err != nil:
 			return storeErr(op, err)
-		case tag.RowsAffected() == 1:
+		case applied == 1:
 			return nil
 		}
 		var (
 			holds   *bool
 			planned bool
 		)
-		if err := s.scan(ctx, s.q.whyNot, []any{key.Tenant, key.Digest, epoch, runID}, &holds, &planned); err != nil {
+		if err := s.scan(ctx, s.q.whyNot, []any{key.Tenant, key.Digest, w.Epoch, w.RunID}, &holds, &planned); err != nil {
 			return storeErr(op, err)
 		}
 		switch {
@@ -191,18 +233,21 @@ func (s *Store) jointWrite(ctx context.Context, op, sql string, key planexec.Key
 
 // LoadPlan implements planexec.PlanStore. A record written by a newer
 // version of this package is a *store.Error wrapping
-// store.ErrNewerRecord; one that cannot be decoded, or that holds a
-// status this package never writes, wraps store.ErrCorruptRecord.
+// store.ErrNewerRecord; one that cannot be decoded, that holds a status
+// this package never writes, or whose waiting column is damaged wraps
+// store.ErrCorruptRecord.
 func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.PlanRecord, error) {
 	const op = "load plan"
 	var (
 		version      int
 		doc          []byte
+		waiting      []byte
+		delegation   []byte
 		stepIDs      []string
 		stepVersions []int
 		stepDocs     [][]byte
 	)
-	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &stepIDs, &stepVersions, &stepDocs)
+	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &waiting, &delegation, &stepIDs, &stepVersions, &stepDocs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNoRecord
 	}
@@ -213,6 +258,10 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	if err != nil {
 		return nil, storeErr(op, err)
 	}
+	if rec.Waiting, err = storecodec.DecodeWaiting(runID, waiting); err != nil {
+		return nil, storeErr(op, err)
+	}
+	rec.Delegation = delegation // nil when NULL
 	rec.Steps = make(map[string]store.StepRecord, len(stepDocs))
 	for i := range stepDocs {
 		st, err := storecodec.DecodeStep(runID, stepIDs[i], stepVersions[i], stepDocs[i])
@@ -229,11 +278,20 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	return rec, nil
 }
 
-// Forget implements planexec.PlanStore, dropping the plan and its steps in
-// one statement. The run's idempotency claims stay: they are what keeps its
-// effects from being done twice.
+// Forget implements planexec.PlanStore, dropping the plan, its steps and
+// the run's history in one transaction. The run's idempotency claims stay:
+// they are what keeps its effects from being done twice. A run appended to
+// after Forget starts a history anew, from 1.
 func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
-	if _, err := s.exec(ctx, s.q.forget, tenant, runID); err != nil {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		for _, sql := range []string{s.q.forgetPlan, s.q.forgetSteps, s.q.lockHistory, s.q.forgetHistory} {
+			if _, err := tx.Exec(ctx, sql, tenant, runID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return storeErr("forget", err)
 	}
 	return nil

@@ -223,14 +223,14 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	if err != nil || cur.State != store.ClaimAcquired || cur.Epoch <= old.Epoch {
 		t.Fatalf("taking over: %+v, %v; want acquired above epoch %d", cur, err, old.Epoch)
 	}
-	if err := live.CompleteStep(ctx, key, cur.Epoch, json.RawMessage(`"live"`), run, stepRec("s00", `"live"`)); err != nil {
+	if err := live.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: cur.Epoch, RunID: run, Outcome: json.RawMessage(`"live"`), Record: stepRec("s00", `"live"`)}); err != nil {
 		t.Fatal(err)
 	}
 	for what, err := range map[string]error{
 		"Extend":       zombie.Extend(ctx, key, old.Epoch, time.Minute),
 		"Complete":     zombie.Complete(ctx, key, old.Epoch, json.RawMessage(`"zombie"`)),
-		"CompleteStep": zombie.CompleteStep(ctx, key, old.Epoch, json.RawMessage(`"zombie"`), run, stepRec("s00", `"zombie"`)),
-		"ReleaseStep":  zombie.ReleaseStep(ctx, key, old.Epoch, true, run, stepRec("s00", `"zombie"`)),
+		"CompleteStep": zombie.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: old.Epoch, RunID: run, Outcome: json.RawMessage(`"zombie"`), Record: stepRec("s00", `"zombie"`), Events: zombieEvents}),
+		"ReleaseStep":  zombie.ReleaseStep(ctx, &store.StepWrite{Key: key, Epoch: old.Epoch, RunID: run, InDoubt: true, Record: stepRec("s00", `"zombie"`), Events: zombieEvents}),
 		"Release":      zombie.Release(ctx, key, old.Epoch, false),
 	} {
 		if !errors.Is(err, store.ErrFenced) {
@@ -264,7 +264,7 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"checked"`)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := zombie.CompleteStep(ctx, key, old.Epoch, json.RawMessage(`"zombie"`), run, stepRec("s01", `"zombie"`)); !errors.Is(err, store.ErrFenced) {
+	if err := zombie.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: old.Epoch, RunID: run, Outcome: json.RawMessage(`"zombie"`), Record: stepRec("s01", `"zombie"`), Events: zombieEvents}); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("the zombie's CompleteStep after a resolution: %v, want ErrFenced", err)
 	}
 	if c, err := live.Claim(ctx, req); err != nil || c.State != store.ClaimCompleted || string(c.Outcome) != `"checked"` || c.Epoch <= old.Epoch {
@@ -273,4 +273,10 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	if rec, err := live.LoadPlan(ctx, tenant, run); err != nil || len(rec.Steps) != 1 {
 		t.Errorf("the zombie's step record was written: %+v, %v", rec, err)
 	}
+	if got, err := live.Events(ctx, tenant, run, 0, 10); err != nil || len(got) != 0 {
+		t.Errorf("the zombie's events were appended: %d events, %v", len(got), err)
+	}
 }
+
+// zombieEvents are what a fenced holder tries to append with its step.
+var zombieEvents = []json.RawMessage{json.RawMessage(`{"kind":"STEP_EXECUTED","by":"zombie"}`)}

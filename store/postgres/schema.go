@@ -91,6 +91,40 @@ var migrations = [...][]string{
 		// Before, an empty outcome was written as NULL.
 		`UPDATE {s}.claims SET outcome = ''::bytea WHERE state = 'completed' AND outcome IS NULL`,
 	},
+	3: {
+		// What a stopped run waits for (a JSON array of waits) and the
+		// delegation it acts under (the executor's document, byte for
+		// byte), each NULL for none: columns of their own, so that a
+		// listing reads what a run waits for without its record. Rows
+		// written before hold NULL in both: they wait for nothing the
+		// store knows of, under no delegation it keeps.
+		`ALTER TABLE {s}.plans ADD COLUMN waiting bytea, ADD COLUMN delegation bytea`,
+		// Listings: a tenant's runs most recently updated first, then by
+		// run id in byte order ("C", whatever the database's collation),
+		// all of them or by status. A page is a range of one of these.
+		`CREATE INDEX plans_by_update ON {s}.plans (tenant, updated DESC, run_id COLLATE "C")`,
+		`CREATE INDEX plans_by_status ON {s}.plans (tenant, status, updated DESC, run_id COLLATE "C")`,
+		// A run's history: its events numbered from 1, and the number of
+		// its last. Appending takes the next numbers by updating the
+		// run's histories row, whose lock holds off the run's other
+		// appenders until the transaction ends: numbers are taken in
+		// commit order, so a reader never finds a gap that fills later.
+		// Neither table names plans: a run whose planning failed has a
+		// history and no plan.
+		`CREATE TABLE {s}.histories (
+			tenant   text   NOT NULL,
+			run_id   text   NOT NULL,
+			last_seq bigint NOT NULL CHECK (last_seq >= 0),
+			PRIMARY KEY (tenant, run_id)
+		)`,
+		`CREATE TABLE {s}.events (
+			tenant text   NOT NULL,
+			run_id text   NOT NULL,
+			seq    bigint NOT NULL CHECK (seq > 0),
+			event  bytea  NOT NULL,
+			PRIMARY KEY (tenant, run_id, seq)
+		)`,
+	},
 }
 
 // SchemaVersion is the version of the tables this package reads and writes.

@@ -18,11 +18,11 @@ import (
 // names another.
 const DefaultSchema = "planexec"
 
-// Store keeps plans, step results, idempotency claims and approval decisions
-// in PostgreSQL. It implements [planexec.PlanStore], [store.StepStore],
-// [planexec.IdempotencyStore] and [planexec.ApprovalStore]. It is safe for
-// concurrent use, and any number of Stores, in one process or many, may share
-// a schema.
+// Store keeps plans, step results, idempotency claims, approval decisions
+// and runs' histories in PostgreSQL. It implements [planexec.PlanStore],
+// [store.StepStore], [planexec.IdempotencyStore], [planexec.ApprovalStore],
+// [store.EventStore] and [store.RunLister]. It is safe for concurrent use,
+// and any number of Stores, in one process or many, may share a schema.
 type Store struct {
 	pool     *pgxpool.Pool
 	maxConns int
@@ -30,6 +30,15 @@ type Store struct {
 	clock    func() time.Time
 	q        queries
 }
+
+var (
+	_ planexec.PlanStore        = (*Store)(nil)
+	_ planexec.IdempotencyStore = (*Store)(nil)
+	_ planexec.ApprovalStore    = (*Store)(nil)
+	_ store.StepStore           = (*Store)(nil)
+	_ store.EventStore          = (*Store)(nil)
+	_ store.RunLister           = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*options)
@@ -175,29 +184,38 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 type queries struct {
 	claim, held, extend, complete, release, resolve, claimExists string
 	completeStep, releaseStep, whyNot                            string
-	lockPlan, writePlan, saveStep, loadPlan, forget              string
+	lockPlan, writePlan, saveStep, loadPlan                      string
+	forgetPlan, forgetSteps, lockHistory, forgetHistory          string
+	appendEvents, events, listRuns, listRunsByStatus             string
 	decision, saveDecision                                       string
 }
 
 func buildQueries(schema string) queries {
 	in := func(sql string) string { return strings.ReplaceAll(sql, "{s}", schema) }
 	return queries{
-		claim:        in(claimSQL),
-		held:         in(heldSQL),
-		extend:       in(fencedSQL(extendSet)),
-		complete:     in(fencedSQL(completeSet)),
-		release:      in(fencedSQL(releaseSet)),
-		resolve:      in(resolveSQL),
-		claimExists:  in(claimExistsSQL),
-		completeStep: in(jointSQL(completeSet)),
-		releaseStep:  in(jointSQL(releaseSet)),
-		whyNot:       in(whyNotSQL),
-		lockPlan:     in(lockPlanSQL),
-		writePlan:    in(writePlanSQL),
-		saveStep:     in(saveStepSQL),
-		loadPlan:     in(loadPlanSQL),
-		forget:       in(forgetSQL),
-		decision:     in(decisionSQL),
-		saveDecision: in(saveDecisionSQL),
+		claim:            in(claimSQL),
+		held:             in(heldSQL),
+		extend:           in(fencedSQL(extendSet)),
+		complete:         in(fencedSQL(completeSet)),
+		release:          in(fencedSQL(releaseSet)),
+		resolve:          in(resolveSQL),
+		claimExists:      in(claimExistsSQL),
+		completeStep:     in(jointSQL(completeSet)),
+		releaseStep:      in(jointSQL(releaseSet)),
+		whyNot:           in(whyNotSQL),
+		lockPlan:         in(lockPlanSQL),
+		writePlan:        in(writePlanSQL),
+		saveStep:         in(saveStepSQL),
+		loadPlan:         in(loadPlanSQL),
+		forgetPlan:       in(forgetPlanSQL),
+		forgetSteps:      in(forgetStepsSQL),
+		lockHistory:      in(lockHistorySQL),
+		forgetHistory:    in(forgetHistorySQL),
+		appendEvents:     in(appendSQL),
+		events:           in(eventsSQL),
+		listRuns:         in(listRunsSQL),
+		listRunsByStatus: in(listRunsByStatusSQL),
+		decision:         in(decisionSQL),
+		saveDecision:     in(saveDecisionSQL),
 	}
 }

@@ -149,14 +149,17 @@ func TestAStepOfARunWithNoPlanIsWrittenNowhere(t *testing.T) {
 	}
 	// Both or neither: the claim is not completed when its record cannot
 	// be written.
-	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`1`), "nobody", done("s1", "p1", time.Now())); !errors.Is(err, store.ErrNoRecord) {
+	if err := s.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "nobody", Outcome: json.RawMessage(`1`), Record: done("s1", "p1", time.Now()), Events: zombieEvents}); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("CompleteStep: %v, want ErrNoRecord", err)
 	}
-	if err := s.ReleaseStep(ctx, key, c.Epoch, true, "nobody", done("s1", "p1", time.Now())); !errors.Is(err, store.ErrNoRecord) {
+	if err := s.ReleaseStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "nobody", InDoubt: true, Record: done("s1", "p1", time.Now()), Events: zombieEvents}); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("ReleaseStep: %v, want ErrNoRecord", err)
 	}
 	if c2, err := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "other", Lease: time.Minute}); err != nil || c2.State != store.ClaimHeld {
 		t.Fatalf("the claim moved although its step was not written: %+v, %v", c2, err)
+	}
+	if got, err := s.Events(ctx, "acme", "nobody", 0, 10); err != nil || len(got) != 0 {
+		t.Fatalf("the refused write appended %d events, %v", len(got), err)
 	}
 }
 

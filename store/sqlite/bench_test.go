@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,18 +18,35 @@ import (
 	"github.com/planexec/planexec/storetest"
 )
 
-func reportMicros(b *testing.B) {
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), "µs/op")
+// reportMicros reports the microseconds each iteration took, as unit.
+func reportMicros(b *testing.B, unit string) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N), unit)
 }
 
 // BenchmarkSQLiteStep is the store's cost of one executed step when the
 // executor's plans and claims are one Store: a claim, then the claim's
-// completion and the step's record in one transaction.
+// completion, the step's record and its two events (started, executed) in
+// one transaction. It reports too the bytes of event documents stored per
+// step.
 func BenchmarkSQLiteStep(b *testing.B) {
 	ctx := context.Background()
-	s, _ := openNew(b)
+	s, path := openNew(b)
 	saveSample(b, s, "acme", "run-1", "p1")
 	outcome := json.RawMessage(`{"pnr":"X1"}`)
+	// The events' documents are made beforehand: encoding them is the
+	// executor's cost, not the store's.
+	events := make([][]json.RawMessage, b.N)
+	for i := range events {
+		e := planexec.Event{Time: time.Now(), RunID: "run-1", Tenant: "acme", PlanID: "p1", Revision: 1, StepID: fmt.Sprint("s", i), Tool: "book_flight"}
+		for _, kind := range []planexec.EventKind{planexec.EventStepStarted, planexec.EventStepExecuted} {
+			e.Kind = kind
+			doc, err := json.Marshal(e)
+			if err != nil {
+				b.Fatal(err)
+			}
+			events[i] = append(events[i], doc)
+		}
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -37,11 +57,17 @@ func BenchmarkSQLiteStep(b *testing.B) {
 			b.Fatalf("Claim = %+v, %v", c, err)
 		}
 		rec := store.StepRecord{StepID: id, PlanID: "p1", Tool: "book_flight", Status: planexec.StepDone, Outcome: outcome, Key: id, Finished: time.Now()}
-		if err := s.CompleteStep(ctx, key, c.Epoch, outcome, "run-1", rec); err != nil {
+		if err := s.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "run-1", Outcome: outcome, Record: rec, Events: events[i]}); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportMicros(b)
+	b.StopTimer()
+	reportMicros(b, "µs/step")
+	var stored, n int64
+	if err := rawDB(b, path).QueryRow(`SELECT sum(length(CAST(event AS BLOB))), count(*) FROM events`).Scan(&stored, &n); err != nil || n != 2*int64(b.N) {
+		b.Fatalf("%d events stored (%v), want %d", n, err, 2*b.N)
+	}
+	b.ReportMetric(float64(stored)/float64(b.N), "event-B/step")
 }
 
 // BenchmarkSQLiteBareInsert is the floor BenchmarkSQLiteStep is measured
@@ -66,7 +92,7 @@ func BenchmarkSQLiteBareInsert(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	reportMicros(b)
+	reportMicros(b, "µs/op")
 }
 
 // BenchmarkSQLiteConcurrentRuns runs 1,000 five-step runs at once on one
@@ -81,6 +107,115 @@ func BenchmarkSQLiteConcurrentRuns(b *testing.B) {
 				s, _ := openNew(b, c.opts...)
 				return s
 			})
+		})
+	}
+}
+
+// BenchmarkListRuns lists the runs of a tenant with 100,000 of them (and
+// another tenant with 10,000) in varied statuses, 50 at a time: the first
+// page of every status, a page of one status far into the listing, and
+// pages of two statuses. Each reports ms/page.
+func BenchmarkListRuns(b *testing.B) {
+	ctx := context.Background()
+	s, path := openNew(b, sqlite.WithRelaxedSync())
+	const perPage = 50
+	// Statuses as a service's runs spread over them.
+	weighted := []struct {
+		status store.RunStatus
+		weight int
+	}{{store.RunCompleted, 70}, {store.RunFailed, 10}, {store.RunRunning, 6}, {store.RunAwaitingApproval, 6},
+		{store.RunInterrupted, 5}, {store.RunInDoubt, 3}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pick := func() store.RunStatus {
+		n := rng.IntN(100)
+		for _, w := range weighted {
+			if n -= w.weight; n < 0 {
+				return w.status
+			}
+		}
+		panic("weights do not add up to 100")
+	}
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	plan := planDoc(b, samplePlan("p1"))
+	var recs []*store.PlanRecord
+	for _, tenant := range []struct {
+		name string
+		runs int
+	}{{"acme", 100_000}, {"globex", 10_000}} {
+		for i := range tenant.runs {
+			// Over 1,000 s by the millisecond: some runs share an instant.
+			at := base.Add(time.Duration(rng.IntN(1_000_000)) * time.Millisecond)
+			rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant.name, RunID: fmt.Sprintf("run-%06d", i), PlanID: "p1",
+				Plan: plan, Status: pick(), Created: at.Add(-time.Minute), Updated: at}
+			switch rec.Status {
+			case store.RunAwaitingApproval:
+				rec.Waiting = []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "sha256:" + rec.RunID}}
+			case store.RunInDoubt:
+				rec.Waiting = []store.Wait{{StepID: "s2", Tool: "book_flight", Key: "sha256:" + rec.RunID}}
+			}
+			recs = append(recs, rec)
+		}
+	}
+	start := time.Now()
+	if err := s.SavePlans(ctx, recs); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("saved %d runs in %v", len(recs), time.Since(start).Round(time.Millisecond))
+
+	// sorted is acme's runs of statuses (every status if none) in listing
+	// order, to check pages against and to take cursors from.
+	sorted := func(statuses ...store.RunStatus) []*store.PlanRecord {
+		var out []*store.PlanRecord
+		for _, r := range recs {
+			if r.Tenant == "acme" && (len(statuses) == 0 || slices.Contains(statuses, r.Status)) {
+				out = append(out, r)
+			}
+		}
+		slices.SortFunc(out, func(x, y *store.PlanRecord) int {
+			if c := y.Updated.Compare(x.Updated); c != 0 {
+				return c
+			}
+			return strings.Compare(x.RunID, y.RunID)
+		})
+		return out
+	}
+	// after is a query for the page after the run at index i of runs.
+	after := func(runs []*store.PlanRecord, i int, statuses ...store.RunStatus) store.RunQuery {
+		return store.RunQuery{Statuses: statuses, AfterUpdated: runs[i].Updated, AfterRunID: runs[i].RunID, Limit: perPage}
+	}
+	completed, two := sorted(store.RunCompleted), sorted(store.RunFailed, store.RunInDoubt)
+	cases := []struct {
+		name string
+		q    store.RunQuery
+		want []*store.PlanRecord // the page
+	}{
+		{"all statuses, first page", store.RunQuery{Limit: perPage}, sorted()[:perPage]},
+		{"one status, deep page", after(completed, len(completed)*3/4, store.RunCompleted), completed[len(completed)*3/4+1:][:perPage]},
+		{"two statuses, first page", store.RunQuery{Statuses: []store.RunStatus{store.RunFailed, store.RunInDoubt}, Limit: perPage}, two[:perPage]},
+		{"two statuses, deep page", after(two, len(two)*3/4, store.RunFailed, store.RunInDoubt), two[len(two)*3/4+1:][:perPage]},
+	}
+	db := rawDB(b, path)
+	for _, q := range sqlite.Queries[:4] {
+		b.Logf("%s: %s", q.Name, strings.Join(queryPlan(b, db, q.Query, q.Args...), "; "))
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			page, err := s.ListRuns(ctx, "acme", c.q)
+			if err != nil || len(page) != len(c.want) {
+				b.Fatalf("ListRuns = %d runs, %v; want %d", len(page), err, len(c.want))
+			}
+			for i, r := range page {
+				if r.RunID != c.want[i].RunID || r.Status != c.want[i].Status || !r.Updated.Equal(c.want[i].Updated) {
+					b.Fatalf("run %d of the page is %+v, want %s %s", i, r, c.want[i].RunID, c.want[i].Status)
+				}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if page, err := s.ListRuns(ctx, "acme", c.q); err != nil || len(page) != perPage {
+					b.Fatalf("ListRuns = %d runs, %v", len(page), err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N), "ms/page")
 		})
 	}
 }

@@ -134,35 +134,43 @@ func (s *Store) Resolve(ctx context.Context, key store.Key, r store.Resolution) 
 	})
 }
 
-// CompleteStep implements store.StepStore: the claim is completed and the
-// step recorded in one transaction, or neither is (ErrFenced, ErrNoRecord
-// when the run has no plan record, or a *store.Error).
-func (s *Store) CompleteStep(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage, runID string, rec store.StepRecord) error {
-	const op = "complete step"
-	doc, err := storecodec.EncodeStep(rec)
-	if err != nil {
-		return storeErr(op, err)
+// CompleteStep implements store.StepStore: the claim is completed, the
+// step recorded and w.Events appended to the run's history in one
+// transaction, or none of it is (ErrFenced, ErrNoRecord when the run has
+// no plan record, or a *store.Error).
+func (s *Store) CompleteStep(ctx context.Context, w *store.StepWrite) error {
+	if w == nil {
+		return storeErr("complete step", errors.New("a nil step write"))
 	}
-	return s.write(ctx, op, func(tx on) error {
-		if err := held(ctx, tx, qClaimComplete, key, epoch, storecodec.EncodeOutcome(outcome)); err != nil {
-			return err
-		}
-		return saveStep(ctx, tx, key.Tenant, runID, rec, doc)
-	})
+	return s.writeStep(ctx, "complete step", w, qClaimComplete, storecodec.EncodeOutcome(w.Outcome))
 }
 
 // ReleaseStep implements store.StepStore: the claim is released (freed,
-// or kept in doubt) and the step recorded in one transaction, or neither is.
-func (s *Store) ReleaseStep(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool, runID string, rec store.StepRecord) error {
-	const op = "release step"
-	doc, err := storecodec.EncodeStep(rec)
+// or kept in doubt when w.InDoubt), the step recorded and w.Events
+// appended to the run's history in one transaction, or none of it is.
+func (s *Store) ReleaseStep(ctx context.Context, w *store.StepWrite) error {
+	if w == nil {
+		return storeErr("release step", errors.New("a nil step write"))
+	}
+	return s.writeStep(ctx, "release step", w, qClaimRelease, released(w.InDoubt))
+}
+
+// writeStep runs CompleteStep's or ReleaseStep's transaction: q, the
+// holder's write of the claim with its argument arg, then the step's
+// record and the events.
+func (s *Store) writeStep(ctx context.Context, op string, w *store.StepWrite, q string, arg any) error {
+	doc, err := storecodec.EncodeStep(w.Record)
 	if err != nil {
 		return storeErr(op, err)
 	}
+	tenant := w.Key.Tenant
 	return s.write(ctx, op, func(tx on) error {
-		if err := held(ctx, tx, qClaimRelease, key, epoch, released(inDoubt)); err != nil {
+		if err := held(ctx, tx, q, w.Key, w.Epoch, arg); err != nil {
 			return err
 		}
-		return saveStep(ctx, tx, key.Tenant, runID, rec, doc)
+		if err := saveStep(ctx, tx, tenant, w.RunID, w.Record, doc); err != nil {
+			return err
+		}
+		return appendEvents(ctx, tx, tenant, w.RunID, w.Events)
 	})
 }

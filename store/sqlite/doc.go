@@ -1,6 +1,7 @@
 // Package sqlite is the embedded durable store of planexec: plans, step
-// results, idempotency claims and approval decisions in one SQLite file that
-// survives restarts. It uses modernc.org/sqlite, so it needs no cgo.
+// results, idempotency claims, approval decisions and run histories in one
+// SQLite file that survives restarts. It uses modernc.org/sqlite, so it
+// needs no cgo.
 //
 // # Wiring it in
 //
@@ -14,12 +15,14 @@
 //	defer store.Close()
 //	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools, Gate: gate, Store: store})
 //
-// The one value keeps plans, claims and decisions: it is a
-// [store.StepStore], so the executor completes a step's claim and writes
-// its record in one transaction and there is no moment when one is on disk
-// and the other is not; and a [planexec.ApprovalStore], so decisions recorded
-// with Run.Decide are kept in the same file and a resume never asks a person
-// twice.
+// The one value keeps plans, claims, decisions and histories: it is a
+// [store.StepStore], so the executor completes a step's claim, writes its
+// record and appends its events in one transaction and there is no moment
+// when one is on disk and the others are not; a [planexec.ApprovalStore],
+// so decisions recorded with Run.Decide are kept in the same file and a
+// resume never asks a person twice; a [store.EventStore], so a run's
+// history can be read from any process that opens the file; and a
+// [store.RunLister], so a tenant's runs can be listed by status.
 //
 // After a crash, open the same file and call Run.Resume (or Run.Do) for the
 // run: finished steps are replayed from their records, a step whose claim is
@@ -36,6 +39,33 @@
 // reported in doubt. Leases are measured against the clock given with
 // [WithClock] (default time.Now); processes sharing a file should have
 // clocks that agree.
+//
+// # Histories
+//
+// A run's history is its events, one row each, numbered from 1 per tenant
+// and run in the order they were stored. An event is numbered as it is
+// inserted, one after the run's last, inside the transaction that appends
+// it, which holds the write lock from its start: two writers, in one
+// process or in two, never give two events one number nor leave a gap, a
+// batch is appended whole and in order, and a reader that has read up to
+// event n never finds a new event numbered n or below. Events reads a
+// range of the events' primary key. Each event's document is kept byte for
+// byte. A run with no plan record may have a history; Forget removes the
+// history with the run, whether it has a plan record or not.
+//
+// # Listings
+//
+// ListRuns lists a tenant's runs most recently updated first, then by run
+// id, a page at a time after the last run of the previous page. Two
+// indexes keep them in that order, one over every run of a tenant and one
+// by status, so that a page is a range of an index, read from the cursor
+// on, and costs about the same whether the tenant has a hundred runs or a
+// hundred thousand and however deep the page is. A listing of several
+// statuses reads a range for each, in one snapshot, and merges them. A
+// run whose update time is the zero time (a NULL updated) is listed after
+// every other. A listed row that a newer version wrote is refused with
+// [store.ErrNewerRecord], one with a status this package never writes or
+// waits it cannot read with [store.ErrCorruptRecord].
 //
 // # Concurrency and durability
 //
@@ -61,8 +91,14 @@
 // ones; the schema version is the file's PRAGMA user_version, and two
 // processes opening a new file at once migrate it once. The tables are plans
 // (one row per tenant and run), steps (one row per finished step, so writing
-// the thousandth step costs what the first did), claims and approvals. Every
-// row is keyed by tenant first, and every query names the tenant: one tenant
+// the thousandth step costs what the first did), claims, approvals and
+// events (one row per event of a run's history). Besides its document, a
+// run's row has columns for what the run waits for (a JSON array of
+// store.Wait) and for the delegation it acts under (the executor's
+// document, byte for byte), each NULL when it has none: runs saved before
+// schema 3 have neither. SavePlan refuses waits LoadPlan could not read
+// back (one naming neither or both a request and a key). Every row is
+// keyed by tenant first, and every query names the tenant: one tenant
 // asking for another's run gets [store.ErrNoRecord].
 //
 // Records are JSON documents in TEXT columns, which SQLite keeps as they
@@ -85,8 +121,9 @@
 // a newer version wrote; Claim does not take, nor Resolve settle, a key a
 // newer version wrote. A record that cannot be decoded, names another run,
 // step or decision than its row, or holds a status (for a claim, a state)
-// this package never writes, and a completed claim whose outcome is NULL
-// or not JSON, is a *store.Error wrapping
+// this package never writes, a run whose waits are not a JSON array of
+// waits each naming a step and either a request or a key, and a completed
+// claim whose outcome is NULL or not JSON, is a *store.Error wrapping
 // [store.ErrCorruptRecord]: it is never replayed as an outcome nor taken
 // for a step that did not run.
 //
@@ -94,7 +131,7 @@
 //
 // Failures of the database come back as *store.Error with Store
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
-// plan", "migrate"). The SDK's sentinels come back as they are:
+// plan", "append events", "list runs", "migrate"). The SDK's sentinels come back as they are:
 // [store.ErrNoRecord], [store.ErrFenced], [store.ErrInFlight] and [store.ErrCompleted],
 // for errors.Is.
 package sqlite

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/planexec/planexec/store"
 )
 
 // SchemaVersion is the schema this package writes.
@@ -20,4 +22,36 @@ func MigrateTo(ctx context.Context, path string, version int) error {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	return setUp(ctx, db, 5*time.Second, version)
+}
+
+// Queries are the statements whose plans a test checks, by name, with
+// arguments of the kinds they take.
+var Queries = []struct {
+	Name  string
+	Query string
+	Args  []any
+}{
+	{"list runs", qRunsFirst, []any{"acme", 50}},
+	{"list runs after a cursor", qRunsAfter, []any{"acme", int64(1), "run-1", 50}},
+	{"list runs of a status", qRunsFirstIn, []any{"acme", "completed", 50}},
+	{"list runs of a status after a cursor", qRunsAfterIn, []any{"acme", "completed", int64(1), "run-1", 50}},
+	{"append an event", qEventAdd, []any{"acme", "run-1", "{}"}},
+	{"read events", qEventsRead, []any{"acme", "run-1", int64(0), 50}},
+}
+
+// SavePlans saves recs as SavePlan saves each, in one transaction: to
+// build a large file quickly.
+func (s *Store) SavePlans(ctx context.Context, recs []*store.PlanRecord) error {
+	return s.write(ctx, "save plan", func(tx on) error {
+		for _, rec := range recs {
+			row, err := encodePlan(rec)
+			if err != nil {
+				return err
+			}
+			if err := savePlan(ctx, tx, rec, row); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

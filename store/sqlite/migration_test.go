@@ -85,3 +85,72 @@ func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
 		}
 	}
 }
+
+// A file at schema 2, with the runs it held, is carried over to schema 3:
+// its runs read back waiting for nothing and under no delegation (NULL in
+// the new columns), are listed (one never updated last), have no history
+// until one is appended, and are saved with waits and a delegation.
+func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "second.db")
+	if err := sqlite.MigrateTo(ctx, path, 2); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	const (
+		plan     = `{"id":"p1","goal":"g","revision":1,"steps":[{"id":"s1","tool":"notify","arguments":{"n":412.50}}]}`
+		stepDoc  = `{"version":1,"step_id":"s1","plan_id":"p1","tool":"notify","status":"done","outcome":{"ok":true},"key":"k1","finished":"2030-01-02T03:04:05.123456789Z"}`
+		planDoc1 = `{"version":1,"tenant":"acme","run_id":"run-1","plan":` + plan + `,"status":"awaiting_approval"}`
+		planDoc2 = `{"version":1,"tenant":"acme","run_id":"run-2","plan":` + plan + `,"status":"completed"}`
+	)
+	db := rawDB(t, path)
+	mustExec(t, db, `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated) VALUES
+		('acme', 'run-1', 'p1', 1, 'awaiting_approval', ?, ?, ?),
+		('acme', 'run-2', 'p1', 1, 'completed', ?, NULL, NULL)`, planDoc1, created.UnixNano(), created.UnixNano(), planDoc2)
+	mustExec(t, db, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, ?)`, stepDoc)
+
+	s := openAt(t, path)
+
+	var v, nulls int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion || v != 3 {
+		t.Fatalf("user_version = %d, %v; want 3", v, err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM plans WHERE waiting IS NULL AND delegation IS NULL`).Scan(&nulls); err != nil || nulls != 2 {
+		t.Errorf("%d runs with NULL waits and delegation (%v), want 2", nulls, err)
+	}
+	got, err := s.LoadPlan(ctx, "acme", "run-1")
+	if err != nil {
+		t.Fatalf("LoadPlan: %v", err)
+	}
+	if got.Waiting != nil || got.Delegation != nil || string(got.Plan) != plan || got.Status != store.RunAwaitingApproval ||
+		!got.Created.Equal(created) || len(got.Steps) != 1 || string(got.Steps["s1"].Outcome) != `{"ok":true}` {
+		t.Errorf("LoadPlan = %+v", got)
+	}
+	runs, err := s.ListRuns(ctx, "acme", store.RunQuery{Limit: 10})
+	if err != nil || len(runs) != 2 || runs[0].RunID != "run-1" || runs[1].RunID != "run-2" || runs[0].Waiting != nil ||
+		!runs[0].Updated.Equal(created) || !runs[1].Updated.IsZero() {
+		t.Errorf("ListRuns = %+v, %v; want run-1, then run-2 (never updated)", runs, err)
+	}
+	if runs, err := s.ListRuns(ctx, "acme", store.RunQuery{Statuses: []store.RunStatus{store.RunCompleted}, Limit: 10}); err != nil ||
+		len(runs) != 1 || runs[0].RunID != "run-2" {
+		t.Errorf("ListRuns of the completed = %+v, %v", runs, err)
+	}
+	if evs, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(evs) != 0 {
+		t.Errorf("Events = %+v, %v; want none", evs, err)
+	}
+	if err := s.AppendEvents(ctx, "acme", "run-1", []json.RawMessage{json.RawMessage(`{"kind":"PLAN_RESUMED"}`)}); err != nil {
+		t.Fatalf("AppendEvents: %v", err)
+	}
+	if evs, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(evs) != 1 || evs[0].Seq != 1 {
+		t.Errorf("Events = %+v, %v; want the one appended", evs, err)
+	}
+	rec := *got
+	rec.Waiting = []store.Wait{{StepID: "s1", Tool: "notify", Request: "r1"}}
+	rec.Delegation = json.RawMessage(`{"run_id":"run-1"}`)
+	if err := s.SavePlan(ctx, &rec); err != nil {
+		t.Fatalf("SavePlan of the migrated run: %v", err)
+	}
+	if again, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(again.Waiting) != 1 || string(again.Delegation) != `{"run_id":"run-1"}` {
+		t.Errorf("LoadPlan after saving = %+v, %v", again, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
@@ -13,47 +14,87 @@ import (
 // SavePlan implements planexec.PlanStore. A plan id other than the stored
 // one drops the run's step records in the same transaction. The record is
 // written at store.RecordVersion; a stored record of a newer version
-// (in its row or its document) is not overwritten (ErrNewerRecord).
+// (in its row or its document) is not overwritten (ErrNewerRecord). What
+// the run waits for and its delegation are columns of the run's row, NULL
+// when it has none; waits that could not be read back (one naming neither
+// or both a request and a key) are refused, and nothing is written.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
+	row, err := encodePlan(rec)
+	if err != nil {
+		return storeErr(op, err)
+	}
+	return s.write(ctx, op, func(tx on) error { return savePlan(ctx, tx, rec, row) })
+}
+
+// planRow is a plan record as its row holds it, but for its times and ids.
+type planRow struct {
+	doc        string
+	waiting    any // TEXT or NULL
+	delegation any // TEXT or NULL
+}
+
+// encodePlan checks rec and renders its row.
+func encodePlan(rec *store.PlanRecord) (planRow, error) {
 	if rec == nil {
-		return storeErr(op, errors.New("a nil plan record"))
+		return planRow{}, errors.New("a nil plan record")
 	}
 	if err := storecodec.CheckWritable(rec.Version); err != nil {
-		return storeErr(op, err)
+		return planRow{}, err
 	}
 	// The plan's times are columns of its row and its steps rows of their
 	// own: the document holds neither.
 	doc, err := storecodec.EncodePlan(rec, storecodec.TimesInColumns)
 	if err != nil {
-		return storeErr(op, err)
+		return planRow{}, err
 	}
-	return s.write(ctx, op, func(tx on) error {
-		var (
-			oldPlan    string
-			oldColumn  int
-			oldDoc     []byte
-			created    = nanos(rec.Created)
-			oldCreated sql.NullInt64
-		)
-		err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-		case err != nil:
-			return err
-		default:
-			if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
-				return err
-			}
-			if oldPlan == rec.PlanID {
-				created = oldCreated
-			} else if _, err := tx.exec(ctx, qStepsDelete, rec.Tenant, rec.RunID); err != nil {
-				return err
-			}
-		}
-		_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.PlanID, storecodec.PlanVersion, string(rec.Status), string(doc), created, nanos(rec.Updated))
+	waiting, err := storecodec.EncodeWaiting(rec.Waiting)
+	if err != nil {
+		return planRow{}, err
+	}
+	// A wait LoadPlan would refuse as damaged is not written: the run
+	// could not be read again.
+	if _, err := storecodec.DecodeWaiting(rec.RunID, waiting); err != nil {
+		return planRow{}, fmt.Errorf("what the run waits for cannot be stored: %w", err)
+	}
+	return planRow{doc: string(doc), waiting: text(waiting), delegation: text(rec.Delegation)}, nil
+}
+
+// text is b as a TEXT column keeps it, byte for byte: NULL when empty.
+func text(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// savePlan writes rec's row inside tx.
+func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) error {
+	var (
+		oldPlan    string
+		oldColumn  int
+		oldDoc     []byte
+		created    = nanos(rec.Created)
+		oldCreated sql.NullInt64
+	)
+	err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
 		return err
-	})
+	default:
+		if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
+			return err
+		}
+		if oldPlan == rec.PlanID {
+			created = oldCreated
+		} else if _, err := tx.exec(ctx, qStepsDelete, rec.Tenant, rec.RunID); err != nil {
+			return err
+		}
+	}
+	_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.PlanID, storecodec.PlanVersion, string(rec.Status), row.doc,
+		created, nanos(rec.Updated), row.waiting, row.delegation)
+	return err
 }
 
 // SaveStep implements planexec.PlanStore. A run with no plan record is
@@ -94,11 +135,12 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	defer rtx.Rollback()
 	tx := on{s.rs, rtx}
 	var (
-		version          int
-		record           []byte
-		created, updated sql.NullInt64
+		version             int
+		record              []byte
+		created, updated    sql.NullInt64
+		waiting, delegation []byte
 	)
-	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated)
+	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated, &waiting, &delegation)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNoRecord
 	}
@@ -110,6 +152,10 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 		return nil, storeErr(op, err)
 	}
 	rec.Created, rec.Updated = fromNanos(created), fromNanos(updated)
+	if rec.Waiting, err = storecodec.DecodeWaiting(runID, waiting); err != nil {
+		return nil, storeErr(op, err)
+	}
+	rec.Delegation = delegation
 	rows, err := tx.rows(ctx, qStepsLoad, tenant, runID)
 	if err != nil {
 		return nil, storeErr(op, err)
@@ -136,9 +182,13 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	return rec, nil
 }
 
-// Forget implements planexec.PlanStore.
+// Forget implements planexec.PlanStore. The run's history goes with it,
+// whether or not the run has a plan record.
 func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 	return s.write(ctx, "forget", func(tx on) error {
+		if _, err := tx.exec(ctx, qEventsDelete, tenant, runID); err != nil {
+			return err
+		}
 		if _, err := tx.exec(ctx, qStepsDelete, tenant, runID); err != nil {
 			return err
 		}

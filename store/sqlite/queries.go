@@ -37,9 +37,10 @@ const (
 	qRunsAfterIn = runColumns + ` WHERE tenant = ?1 AND status = ?2 AND ` + listKey + ` <= ?3 AND (` + listKey + ` < ?3 OR run_id > ?4)` +
 		listOrder + ` LIMIT ?5`
 
-	// events
-	qEventsLast   = `SELECT seq FROM events WHERE tenant = ? AND run_id = ? ORDER BY seq DESC LIMIT 1`
-	qEventAdd     = `INSERT INTO events (tenant, run_id, seq, event) VALUES (?, ?, ?, ?)`
+	// events. An event is numbered as it is inserted: one after the run's
+	// last, read inside the inserting transaction.
+	qEventAdd = `INSERT INTO events (tenant, run_id, seq, event)
+		SELECT ?1, ?2, ifnull((SELECT seq FROM events WHERE tenant = ?1 AND run_id = ?2 ORDER BY seq DESC LIMIT 1), 0) + 1, ?3`
 	qEventsDelete = `DELETE FROM events WHERE tenant = ? AND run_id = ?`
 	qEventsRead   = `SELECT seq, event FROM events WHERE tenant = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 
@@ -69,7 +70,7 @@ const (
 // writes run on the write pool, reads on the read pool.
 var (
 	writes = []string{qPlanHead, qPlanSave, qPlanTouch, qPlanDelete, qStepSave, qStepsDelete,
-		qEventsLast, qEventAdd, qEventsDelete,
+		qEventAdd, qEventsDelete,
 		qClaimNew, qClaimGet, qClaimTake, qClaimExists, qClaimExtend, qClaimComplete, qClaimRelease, qClaimResolve,
 		qDecisionSave}
 	reads = []string{qPlanLoad, qStepsLoad, qDecisionGet, qEventsRead, qRunsFirst, qRunsAfter, qRunsFirstIn, qRunsAfterIn}

@@ -479,7 +479,7 @@ func TestACancelledContextIsAStoreErrorThatSaysSo(t *testing.T) {
 
 // ---- one step, one transaction ----
 
-func TestCompleteStepWritesTheClaimAndTheRecordOrNeither(t *testing.T) {
+func TestCompleteStepWritesTheClaimTheRecordAndTheEventsOrNone(t *testing.T) {
 	ctx := context.Background()
 	s, _ := openNew(t)
 	saveSample(t, s, "acme", "run-1", "p1")
@@ -488,13 +488,22 @@ func TestCompleteStepWritesTheClaimAndTheRecordOrNeither(t *testing.T) {
 	if err != nil || c.State != store.ClaimAcquired || c.Epoch != 1 {
 		t.Fatalf("Claim = %+v, %v", c, err)
 	}
+	events := []json.RawMessage{json.RawMessage(`{"kind":"STEP_STARTED","step_id":"s1"}`), json.RawMessage(`{"kind":"STEP_EXECUTED", "step_id":"s1"}`)}
+	historyOf := func(run string) []store.EventRecord {
+		t.Helper()
+		got, err := s.Events(ctx, "acme", run, 0, 100)
+		if err != nil {
+			t.Fatalf("Events: %v", err)
+		}
+		return got
+	}
 
-	// A stale epoch writes neither.
-	if err := s.CompleteStep(ctx, key, c.Epoch+1, json.RawMessage(`"x"`), "run-1", stepRec("s1", "p1")); !errors.Is(err, store.ErrFenced) {
+	// A stale epoch writes none of it.
+	if err := s.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch + 1, RunID: "run-1", Outcome: json.RawMessage(`"x"`), Record: stepRec("s1", "p1"), Events: events}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("CompleteStep with a stale epoch = %v, want ErrFenced", err)
 	}
 	// A run with no record writes neither: the claim stays held.
-	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`"x"`), "run-404", stepRec("s1", "p1")); !errors.Is(err, store.ErrNoRecord) {
+	if err := s.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "run-404", Outcome: json.RawMessage(`"x"`), Record: stepRec("s1", "p1"), Events: events}); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("CompleteStep for a run with no plan = %v, want ErrNoRecord", err)
 	}
 	rec, _ := s.LoadPlan(ctx, "acme", "run-1")
@@ -504,14 +513,21 @@ func TestCompleteStepWritesTheClaimAndTheRecordOrNeither(t *testing.T) {
 	if again, _ := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute}); again.State != store.ClaimHeld {
 		t.Fatalf("after refused CompleteSteps the claim is %+v, want still held", again)
 	}
+	if got := append(historyOf("run-1"), historyOf("run-404")...); len(got) != 0 {
+		t.Fatalf("refused CompleteSteps stored events: %+v", got)
+	}
 
-	if err := s.CompleteStep(ctx, key, c.Epoch, json.RawMessage(`"x"`), "run-1", stepRec("s1", "p1")); err != nil {
+	if err := s.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "run-1", Outcome: json.RawMessage(`"x"`), Record: stepRec("s1", "p1"), Events: events}); err != nil {
 		t.Fatalf("CompleteStep: %v", err)
 	}
 	rec, _ = s.LoadPlan(ctx, "acme", "run-1")
 	done, _ := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute})
 	if rec.Steps["s1"].Status != planexec.StepDone || done.State != store.ClaimCompleted || string(done.Outcome) != `"x"` {
 		t.Errorf("after CompleteStep: step %+v, claim %+v", rec.Steps["s1"], done)
+	}
+	got := historyOf("run-1")
+	if len(got) != 2 || got[0].Seq != 1 || string(got[0].Event) != string(events[0]) || got[1].Seq != 2 || string(got[1].Event) != string(events[1]) {
+		t.Errorf("after CompleteStep the history is %+v, want the step's two events", got)
 	}
 }
 
@@ -523,7 +539,7 @@ func TestReleaseStepKeepsAnIrreversibleFailureInDoubt(t *testing.T) {
 	c, _ := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
 	st := stepRec("s2", "p1")
 	st.Status, st.Outcome, st.Error = planexec.StepInDoubt, nil, "gateway timeout"
-	if err := s.ReleaseStep(ctx, key, c.Epoch, true, "run-1", st); err != nil {
+	if err := s.ReleaseStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "run-1", InDoubt: true, Record: st}); err != nil {
 		t.Fatal(err)
 	}
 	rec, _ := s.LoadPlan(ctx, "acme", "run-1")
@@ -531,7 +547,7 @@ func TestReleaseStepKeepsAnIrreversibleFailureInDoubt(t *testing.T) {
 	if rec.Steps["s2"].Status != planexec.StepInDoubt || again.State != store.ClaimInDoubt {
 		t.Errorf("step %+v, claim %+v; want both in doubt", rec.Steps["s2"], again)
 	}
-	if err := s.ReleaseStep(ctx, key, c.Epoch, false, "run-1", st); !errors.Is(err, store.ErrFenced) {
+	if err := s.ReleaseStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: "run-1", Record: st}); !errors.Is(err, store.ErrFenced) {
 		t.Errorf("a second release = %v, want ErrFenced", err)
 	}
 }

@@ -17,9 +17,10 @@ import (
 	"github.com/planexec/planexec/store"
 )
 
-// Store is a durable PlanStore, IdempotencyStore, ApprovalStore and
-// StepStore in one SQLite file. It is safe for concurrent use by many
-// goroutines, and by several processes opening the same file.
+// Store is a durable PlanStore, IdempotencyStore, ApprovalStore,
+// StepStore, EventStore and RunLister in one SQLite file. It is safe for
+// concurrent use by many goroutines, and by several processes opening the
+// same file.
 type Store struct {
 	// w is the pool that writes: one connection, so writers in this process
 	// queue in the pool instead of spinning on SQLite's busy handler. Its
