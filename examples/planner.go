@@ -234,13 +234,13 @@ func openStore(ctx context.Context, spec string) (planexec.PlanStore, func(), er
 		if err != nil {
 			return nil, nil, err
 		}
-		return st, func() { st.Close() }, nil
+		return st, func() { _ = st.Close() }, nil
 	case "postgres":
 		st, err := postgres.Open(ctx, where)
 		if err != nil {
 			return nil, nil, err
 		}
-		return st, st.Close, nil
+		return st, func() { _ = st.Close() }, nil
 	default:
 		return nil, nil, fmt.Errorf("-store %q: want sqlite:FILE or postgres:DSN", spec)
 	}

@@ -3,11 +3,15 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
@@ -118,4 +122,126 @@ func BenchmarkListRuns(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/page")
 		})
 	}
+}
+
+// What a spend under a windowed grant costs: the grant's lock, the sum of
+// its window and the record, one round trip. The window holds the given
+// number of earlier spends (each spend is a millisecond after the one
+// before, the window that many milliseconds long): summing it is a range
+// of spends_by_grant. "at once" spends from 8 goroutines, under one grant
+// (they queue on its lock) or each under a grant of its own.
+func BenchmarkPostgresSpend(b *testing.B) {
+	d := decimal.RequireFromString
+	from := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, inWindow := range []int{0, 100, 1000} {
+		b.Run(fmt.Sprintf("one grant, %d in the window", inWindow), func(b *testing.B) {
+			s, _ := newStore(b)
+			ctx := context.Background()
+			window := time.Duration(inWindow)*time.Millisecond + time.Microsecond
+			spend := func(i int) {
+				sp := store.Spend{Tenant: "acme", Grant: "g", Key: "k-" + strconv.Itoa(i), Amount: d("12.50"), At: from.Add(time.Duration(i) * time.Millisecond)}
+				if err := s.Spend(ctx, sp, window, d("1000000000")); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range inWindow {
+				spend(i)
+			}
+			for i := inWindow; b.Loop(); i++ {
+				spend(i)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/spend")
+		})
+	}
+	for _, grants := range []string{"one grant", "a grant each"} {
+		b.Run("8 at once, "+grants, func(b *testing.B) {
+			s, _ := newStore(b)
+			ctx := context.Background()
+			var n, g atomic.Int64
+			b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				grant := "g"
+				if grants != "one grant" {
+					grant = "g-" + strconv.FormatInt(g.Add(1), 10)
+				}
+				for pb.Next() {
+					i := n.Add(1)
+					sp := store.Spend{Tenant: "acme", Grant: grant, Key: "k-" + strconv.FormatInt(i, 10), Amount: d("12.50"), At: from.Add(time.Duration(i) * time.Millisecond)}
+					if err := s.Spend(ctx, sp, 100*time.Millisecond, d("1000000000")); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/spend")
+		})
+	}
+}
+
+// fillFinishedSQL writes $2 runs of tenant $1, named $3 followed by a
+// number, completed at $4, each as a run of three steps leaves them: its
+// plan, its step rows, its claims (completed) and its history of eight
+// events. Pruning reads neither records nor events, so they are short.
+const fillFinishedSQL = `WITH runs AS (
+	SELECT $3 || i AS id FROM generate_series(1, $2::integer) AS i
+), plans AS (
+	INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated)
+	SELECT $1, id, 'p', 1, 'completed', '\x7b7d', $4, $4 FROM runs
+), steps AS (
+	INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record)
+	SELECT $1, id, 's' || j, 'p', 1, '\x7b7d' FROM runs, generate_series(1, 3) AS j
+), claims AS (
+	INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, outcome, run_id, step_id, tool, version, updated)
+	SELECT $1, 'k-' || id || '-' || j, 'completed', 1, 'h', $4, '\x2222', id, 's' || j, 't', 1, $4 FROM runs, generate_series(1, 3) AS j
+), histories AS (
+	INSERT INTO histories (tenant, run_id, last_seq, updated) SELECT $1, id, 8, $4 FROM runs
+)
+INSERT INTO events (tenant, run_id, seq, event) SELECT $1, id, j, '\x7b7d' FROM runs, generate_series(1, 8) AS j`
+
+func fillFinished(b *testing.B, schema, tenant string, n int, prefix string, at time.Time) {
+	b.Helper()
+	ctx := context.Background()
+	tx, err := sharedPool(b).Begin(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL search_path TO "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, fillFinishedSQL, tenant, n, prefix, at); err != nil {
+		b.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// What pruning a tenant's 3,000 runs finished before the cut costs (each
+// with three steps, three claims and a history of eight events: 45,000
+// rows in all), beside 10,000 runs of its own finished since, whose rows
+// it keeps, and another tenant's 10,000.
+func BenchmarkPostgresPrune(b *testing.B) {
+	const n = 3000
+	s, schema := newStore(b)
+	ctx := context.Background()
+	cut := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fillFinished(b, schema, "acme", 10_000, "kept-", cut.Add(time.Hour))
+	fillFinished(b, schema, "globex", 10_000, "other-", cut.Add(-time.Hour))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		fillFinished(b, schema, "acme", n, fmt.Sprintf("old-%d-", i), cut.Add(-time.Hour))
+		if _, err := sharedPool(b).Exec(ctx, "ANALYZE"); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		p, err := s.Prune(ctx, "acme", cut)
+		if err != nil || p.Runs != n || p.Claims != 3*n {
+			b.Fatalf("Prune = %+v, %v; want %d runs and %d claims", p, err, n, 3*n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/prune")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/run")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,12 +21,14 @@ import (
 // over, and a newer version of this package did not write it. It returns no
 // row when the key is not the caller's to take; heldSQL then reads it.
 // Parameters: tenant, key, holder, lease (µs), run, step, tool, clock (NULL:
-// the database's), take over, the claim layout version.
-const claimSQL = `INSERT INTO {s}.claims AS c (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version)
-VALUES ($1, $2, 'acquired', 1, $3, coalesce($8::timestamptz, now()) + $4::bigint * interval '1 microsecond', $5, $6, $7, $10)
+// the database's), take over, the claim layout version, once per tenant.
+const claimSQL = `INSERT INTO {s}.claims AS c (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version, per_tenant, updated)
+VALUES ($1, $2, 'acquired', 1, $3, coalesce($8::timestamptz, now()) + $4::bigint * interval '1 microsecond', $5, $6, $7, $10, $11,
+	coalesce($8::timestamptz, now()))
 ON CONFLICT (tenant, key) DO UPDATE
 SET state = 'acquired', epoch = c.epoch + 1, holder = excluded.holder, lease_expires = excluded.lease_expires,
-	outcome = NULL, run_id = excluded.run_id, step_id = excluded.step_id, tool = excluded.tool, version = excluded.version, updated = now()
+	outcome = NULL, run_id = excluded.run_id, step_id = excluded.step_id, tool = excluded.tool, version = excluded.version,
+	per_tenant = excluded.per_tenant, updated = excluded.updated
 WHERE (c.state = 'free' OR (c.state = 'acquired' AND c.lease_expires <= coalesce($8::timestamptz, now()) AND $9::boolean))
 	AND c.version <= excluded.version
 RETURNING c.epoch, c.lease_expires`
@@ -37,15 +40,19 @@ FROM {s}.claims WHERE tenant = $1 AND key = $2`
 
 // The fenced writes change a claim only while the caller's epoch holds it.
 // Their parameters are the tenant, the key and the epoch, then their own
-// from $4. The SET clauses serve CompleteStep and ReleaseStep too.
+// from $4, then the clock ({now} stands for the time it gives, or the
+// database's). The SET clauses serve CompleteStep and ReleaseStep too.
 const (
-	completeSet = `state = 'completed', outcome = $4, updated = now()`
-	releaseSet  = `state = CASE WHEN $4::boolean THEN 'in_doubt' ELSE 'free' END, updated = now()`
-	extendSet   = `lease_expires = coalesce($5::timestamptz, now()) + $4::bigint * interval '1 microsecond', updated = now()`
+	completeSet = `state = 'completed', outcome = $4, updated = {now}`
+	releaseSet  = `state = CASE WHEN $4::boolean THEN 'in_doubt' ELSE 'free' END, updated = {now}`
+	extendSet   = `lease_expires = {now} + $4::bigint * interval '1 microsecond', updated = {now}`
 )
 
+// clockAt is the time the clock parameter $n gives, or the database's.
+func clockAt(n int) string { return fmt.Sprintf("coalesce($%d::timestamptz, now())", n) }
+
 func fencedSQL(set string) string {
-	return `UPDATE {s}.claims SET ` + set + ` WHERE tenant = $1 AND key = $2 AND epoch = $3 AND state = 'acquired'`
+	return `UPDATE {s}.claims SET ` + strings.ReplaceAll(set, "{now}", clockAt(5)) + ` WHERE tenant = $1 AND key = $2 AND epoch = $3 AND state = 'acquired'`
 }
 
 // resolveSQL settles a key unless a live holder has it, moving its epoch on.
@@ -54,7 +61,7 @@ func fencedSQL(set string) string {
 // tenant, key, applied, outcome, clock, the claim layout version.
 const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
 	state = CASE WHEN $3::boolean THEN 'completed' ELSE 'free' END,
-	outcome = CASE WHEN $3::boolean THEN $4::bytea END, version = $6, updated = now()
+	outcome = CASE WHEN $3::boolean THEN $4::bytea END, version = $6, updated = coalesce($5::timestamptz, now())
 WHERE tenant = $1 AND key = $2 AND state IN ('free', 'acquired', 'in_doubt') AND version BETWEEN 1 AND $6
 	AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
 
@@ -77,7 +84,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim,
 			epoch   int64
 			expires pgtype.Timestamptz
 		)
-		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver, storecodec.ClaimVersion},
+		err := s.scan(ctx, s.q.claim, []any{k.Tenant, k.Digest, req.Holder, micros(req.Lease), req.RunID, req.StepID, req.Tool, now, req.TakeOver, storecodec.ClaimVersion, req.PerTenant},
 			&epoch, &expires)
 		if err == nil {
 			return store.Claim{State: store.ClaimAcquired, Epoch: epoch, Holder: req.Holder, LeaseExpires: expires.Time}, nil
@@ -122,12 +129,12 @@ func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, storecodec.EncodeOutcome(outcome))
+	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, storecodec.EncodeOutcome(outcome), s.now())
 }
 
 // Release implements planexec.IdempotencyStore.
 func (s *Store) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
-	return s.fencedWrite(ctx, "release", s.q.release, key, epoch, inDoubt)
+	return s.fencedWrite(ctx, "release", s.q.release, key, epoch, inDoubt, s.now())
 }
 
 // fencedWrite runs a fenced write. When it does not apply, it says why:

@@ -17,13 +17,17 @@ const (
 	// waits and then numbers on from this one's last: numbers are taken
 	// in commit order, and a reader that has read up to n never finds a
 	// new event numbered n or below.
+	// The row's updated is set to the time inserted: when the history
+	// was last appended to.
 	counterConflict = `
-ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq
+ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = h.last_seq + excluded.last_seq, updated = excluded.updated
 RETURNING h.last_seq`
 	// appendSQL appends the events $3 (an array, at least one) to run $2
-	// of tenant $1, in order, numbered on from its last.
+	// of tenant $1, in order, numbered on from its last, at the time the
+	// clock $4 gives (NULL: the database's).
 	appendSQL = `WITH counter AS (
-	INSERT INTO {s}.histories AS h (tenant, run_id, last_seq) VALUES ($1, $2, cardinality($3::bytea[]))` + counterConflict + `
+	INSERT INTO {s}.histories AS h (tenant, run_id, last_seq, updated)
+	VALUES ($1, $2, cardinality($3::bytea[]), coalesce($4::timestamptz, now()))` + counterConflict + `
 )
 INSERT INTO {s}.events (tenant, run_id, seq, event)
 SELECT $1, $2, counter.last_seq - cardinality($3::bytea[]) + e.n, e.event
@@ -51,7 +55,7 @@ func (s *Store) AppendEvents(ctx context.Context, tenant, runID string, events [
 	if len(events) == 0 {
 		return nil
 	}
-	if _, err := s.exec(ctx, s.q.appendEvents, tenant, runID, eventsParam(events)); err != nil {
+	if _, err := s.exec(ctx, s.q.appendEvents, tenant, runID, eventsParam(events), s.now()); err != nil {
 		return storeErr("append events", err)
 	}
 	return nil

@@ -43,7 +43,7 @@ func Example() {
 		if err != nil {
 			panic(err)
 		}
-		return run, store.Close
+		return run, func() { _ = store.Close() }
 	}
 
 	first, closeFirst := replica()

@@ -21,6 +21,10 @@ func MigrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, version i
 	return s.migrate(ctx, schema, version)
 }
 
+// StalledSQL is Stalled's statement; its parameters are the time, the
+// limit and the plan layout version.
+func StalledSQL(s *Store) string { return s.q.stalled }
+
 // ExplainListRuns runs ListRuns's statement for q under EXPLAIN (ANALYZE,
 // BUFFERS) in format ("json" or "text") and returns the plan. Planned as a
 // prepared statement is: for these parameters (custom), or, as PostgreSQL

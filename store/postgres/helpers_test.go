@@ -119,6 +119,6 @@ func newStore(t testing.TB, opts ...postgres.Option) (*postgres.Store, string) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	return s, schema
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
@@ -124,9 +126,12 @@ func mustJSON(t *testing.T, v any) []byte {
 
 // A schema at version 2, with the rows that version wrote, is carried over
 // to version 3: its runs read back as they were, waiting for nothing under
-// no delegation, are listed, have no history until one is appended, and
-// save and complete steps as before, now with what they wait for, their
-// delegation and their events.
+// no delegation, held by nobody, are listed, have no history until one is
+// appended, and save and complete steps as before, now with what they wait
+// for, their delegation and their events. A run it left running has no
+// lease, and is found stalled and taken to be recovered. Its claims are
+// once per run, and its claims and decisions are pruned as those written
+// since are; ceilings are counted.
 func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -151,7 +156,10 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	sqlExec(t, schema, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, $1)`, stepDoc)
 	sqlExec(t, schema, `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, outcome, run_id, step_id, tool, version) VALUES
 		('acme', 'k-done', 'completed', 1, 'h', now(), convert_to('"PNR"', 'UTF8'), 'run-1', 's1', 'notify', 1),
-		('acme', 'k-s2', 'acquired', 4, 'h', now() + interval '1 hour', NULL, 'run-1', 's2', 'notify', 1)`)
+		('acme', 'k-s2', 'acquired', 4, 'h', now() + interval '1 hour', NULL, 'run-1', 's2', 'notify', 1),
+		('acme', 'k-gone', 'completed', 1, 'h', now(), convert_to('"ok"', 'UTF8'), 'run-forgotten', 's1', 'notify', 1)`)
+	decisionDoc := mustJSON(t, map[string]any{"version": 2, "request_id": "r1", "status": "approved", "approver": "ana", "decided_at": created})
+	sqlExec(t, schema, `INSERT INTO approvals (tenant, record_id, version, status, decision, decided_at) VALUES ('acme', 'r1', 2, 'approved', $1, $2)`, decisionDoc, created)
 
 	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
 	if err != nil {
@@ -172,6 +180,25 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	}
 	if st := got.Steps["s1"]; st.Status != planexec.StepDone || string(st.Outcome) != `{"echo":"\u0000"}` {
 		t.Errorf("step s1 = %+v", st)
+	}
+	if got.Holder != "" || !got.LeaseExpires.IsZero() {
+		t.Errorf("a run of the second schema is held by %q until %v", got.Holder, got.LeaseExpires)
+	}
+	var nulls, perTenant int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "plans"}.Sanitize()+" WHERE holder IS NULL AND lease_expires IS NULL").Scan(&nulls); err != nil || nulls != 2 {
+		t.Errorf("%d runs of the second schema have no holder and no lease, want 2 (%v)", nulls, err)
+	}
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "claims"}.Sanitize()+" WHERE per_tenant").Scan(&perTenant); err != nil || perTenant != 0 {
+		t.Errorf("%d claims of the second schema are once per tenant, want none (%v)", perTenant, err)
+	}
+	// Left running with no lease: stalled, and taken once.
+	if stalled, err := s.Stalled(ctx, time.Now(), 10); err != nil || len(stalled) != 1 || stalled[0] != (store.RunRef{Tenant: "acme", RunID: "run-1"}) {
+		t.Errorf("Stalled = %+v, %v; want the run left running", stalled, err)
+	}
+	for i, want := range []bool{true, false} {
+		if took, err := s.TakeRun(ctx, store.RunRef{Tenant: "acme", RunID: "run-1"}, "recoverer", time.Now(), time.Minute); took != want || err != nil {
+			t.Errorf("TakeRun %d = %v, %v; want %v", i+1, took, err, want)
+		}
 	}
 	runs, err := s.ListRuns(ctx, "acme", store.RunQuery{Limit: 10})
 	if err != nil || len(runs) != 2 {
@@ -213,7 +240,23 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	}
 	again, err := s.LoadPlan(ctx, "acme", "run-1")
 	if err != nil || again.Status != store.RunAwaitingApproval || len(again.Steps) != 2 || len(again.Waiting) != 1 || again.Waiting[0] != rec.Waiting[0] ||
-		string(again.Delegation) != string(rec.Delegation) || !again.Created.Equal(created) {
+		string(again.Delegation) != string(rec.Delegation) || !again.Created.Equal(created) || again.Holder != "" {
 		t.Errorf("after saving again: %+v, %v", again, err)
+	}
+
+	// Spends are counted; pruning drops the decision and the claim of the
+	// run that is gone, and nothing of the run that waits.
+	if err := s.Spend(ctx, store.Spend{Tenant: "acme", Grant: "g", Key: "k-s2", Amount: decimal.RequireFromString("12.50"), At: updated}, time.Hour, decimal.RequireFromString("20")); err != nil {
+		t.Errorf("Spend: %v", err)
+	}
+	pruned, err := s.Prune(ctx, "acme", updated.Add(24*time.Hour))
+	if want := (store.Pruned{Claims: 1, Decisions: 1, Spends: 1}); err != nil || pruned != want {
+		t.Errorf("Prune = %+v, %v; want %+v", pruned, err, want)
+	}
+	if _, err := s.Decision(ctx, "acme", "r1"); !errors.Is(err, store.ErrNoRecord) {
+		t.Errorf("the decision of the second schema after Prune: %v, want ErrNoRecord", err)
+	}
+	if again, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(again.Steps) != 2 {
+		t.Errorf("the waiting run after Prune: %+v, %v", again, err)
 	}
 }

@@ -3,8 +3,12 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
@@ -25,11 +29,11 @@ const (
 	DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2
 	AND NOT EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2 AND plan_id = $3)
 )
-INSERT INTO {s}.plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+INSERT INTO {s}.plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
 	status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated,
-	waiting = excluded.waiting, delegation = excluded.delegation`
+	waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires`
 	// saveStepSQL writes a step's row if its run has a plan.
 	saveStepSQL = `INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
 SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)` + stepConflict
@@ -37,7 +41,7 @@ SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE 
 ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version, record = excluded.record`
 	// loadPlanSQL reads the plan and its steps in one statement, so in one
 	// snapshot.
-	loadPlanSQL = `SELECT p.version, p.record, p.waiting, p.delegation,
+	loadPlanSQL = `SELECT p.version, p.record, p.status, p.waiting, p.delegation, p.holder, p.lease_expires,
 	ARRAY(SELECT s.step_id FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
 	ARRAY(SELECT s.version FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
 	ARRAY(SELECT s.record FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id)
@@ -53,7 +57,7 @@ FROM {s}.plans p WHERE p.tenant = $1 AND p.run_id = $2`
 	// circle.
 	forgetPlanSQL  = `DELETE FROM {s}.plans WHERE tenant = $1 AND run_id = $2`
 	forgetStepsSQL = `DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2`
-	lockHistorySQL = `INSERT INTO {s}.histories AS h (tenant, run_id, last_seq) VALUES ($1, $2, 0)
+	lockHistorySQL = `INSERT INTO {s}.histories AS h (tenant, run_id, last_seq, updated) VALUES ($1, $2, 0, now())
 ON CONFLICT (tenant, run_id) DO UPDATE SET last_seq = h.last_seq`
 	forgetHistorySQL = `WITH events AS (DELETE FROM {s}.events WHERE tenant = $1 AND run_id = $2)
 DELETE FROM {s}.histories WHERE tenant = $1 AND run_id = $2`
@@ -63,7 +67,8 @@ DELETE FROM {s}.histories WHERE tenant = $1 AND run_id = $2`
 // write (set, parameters $1 to $4) applies only if the run has a plan, the
 // step's record (parameters $5 to $9) is written only if it applied, and
 // the events ($10, an array) are appended only if the record was written.
-// One statement, so all or none. The join reads the plan row without
+// $11 is the clock (NULL: the database's) that stamps the claim and the
+// history. One statement, so all or none. The join reads the plan row without
 // locking it: a concurrent SavePlan of the run does not wait for steps.
 //
 // Each write reads the one before it, which orders the locks the
@@ -74,7 +79,7 @@ DELETE FROM {s}.histories WHERE tenant = $1 AND run_id = $2`
 // no events does not touch the histories row at all.
 func jointSQL(set string) string {
 	return `WITH written AS (
-	UPDATE {s}.claims AS c SET ` + set + ` FROM {s}.plans AS p
+	UPDATE {s}.claims AS c SET ` + strings.ReplaceAll(set, "{now}", clockAt(11)) + ` FROM {s}.plans AS p
 	WHERE c.tenant = $1 AND c.key = $2 AND c.epoch = $3 AND c.state = 'acquired' AND p.tenant = $1 AND p.run_id = $5::text
 	RETURNING 1
 ), step AS (
@@ -82,8 +87,8 @@ func jointSQL(set string) string {
 	SELECT $1, $5::text, $6::text, $7::text, $9::integer, $8::bytea FROM written` + stepConflict + `
 	RETURNING 1
 ), counter AS (
-	INSERT INTO {s}.histories AS h (tenant, run_id, last_seq)
-	SELECT $1, $5::text, cardinality($10::bytea[]) FROM step WHERE cardinality($10::bytea[]) > 0` + counterConflict + `
+	INSERT INTO {s}.histories AS h (tenant, run_id, last_seq, updated)
+	SELECT $1, $5::text, cardinality($10::bytea[]), ` + clockAt(11) + ` FROM step WHERE cardinality($10::bytea[]) > 0` + counterConflict + `
 ), appended AS (
 	INSERT INTO {s}.events (tenant, run_id, seq, event)
 	SELECT $1, $5::text, counter.last_seq - cardinality($10::bytea[]) + e.n, e.event
@@ -104,8 +109,9 @@ const jointAttempts = 3
 
 // SavePlan implements planexec.PlanStore. Rewriting the same plan keeps its
 // creation time and its steps; a new plan id drops the steps of the old one,
-// in the same transaction. What the run waits for and its delegation are
-// written as they are given, each NULL for none.
+// in the same transaction. What the run waits for, its delegation, its
+// holder and the holder's lease are written as they are given, each NULL
+// for none (an empty holder, a zero lease).
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
@@ -149,7 +155,8 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 			return err
 		}
 		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
-			waiting, []byte(c.Delegation)) // nil: NULL
+			waiting, []byte(c.Delegation), // nil: NULL
+			pgtype.Text{String: c.Holder, Valid: c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: !c.LeaseExpires.IsZero()})
 		return err
 	})
 	if err != nil {
@@ -204,7 +211,7 @@ func (s *Store) jointWrite(ctx context.Context, op, sql string, w *store.StepWri
 	key, events := w.Key, eventsParam(w.Events)
 	for range jointAttempts {
 		var applied int64
-		err := s.scan(ctx, sql, []any{key.Tenant, key.Digest, w.Epoch, arg, w.RunID, w.Record.StepID, w.Record.PlanID, doc, storecodec.PlanVersion, events}, &applied)
+		err := s.scan(ctx, sql, []any{key.Tenant, key.Digest, w.Epoch, arg, w.RunID, w.Record.StepID, w.Record.PlanID, doc, storecodec.PlanVersion, events, s.now()}, &applied)
 		switch {
 		case err != nil:
 			return storeErr(op, err)
@@ -234,20 +241,25 @@ func (s *Store) jointWrite(ctx context.Context, op, sql string, w *store.StepWri
 // LoadPlan implements planexec.PlanStore. A record written by a newer
 // version of this package is a *store.Error wrapping
 // store.ErrNewerRecord; one that cannot be decoded, that holds a status
-// this package never writes, or whose waiting column is damaged wraps
-// store.ErrCorruptRecord.
+// this package never writes (in its document or its status column), or
+// whose waiting column is damaged wraps store.ErrCorruptRecord. The
+// status is the column's: TakeRun changes it without rewriting the
+// document. Holder and LeaseExpires are zero when NULL.
 func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.PlanRecord, error) {
 	const op = "load plan"
 	var (
 		version      int
 		doc          []byte
+		status       string
 		waiting      []byte
 		delegation   []byte
+		holder       pgtype.Text
+		expires      pgtype.Timestamptz
 		stepIDs      []string
 		stepVersions []int
 		stepDocs     [][]byte
 	)
-	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &waiting, &delegation, &stepIDs, &stepVersions, &stepDocs)
+	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &status, &waiting, &delegation, &holder, &expires, &stepIDs, &stepVersions, &stepDocs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNoRecord
 	}
@@ -261,7 +273,15 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	if rec.Waiting, err = storecodec.DecodeWaiting(runID, waiting); err != nil {
 		return nil, storeErr(op, err)
 	}
+	if !slices.Contains(store.RunStatuses, store.RunStatus(status)) {
+		return nil, storeErr(op, fmt.Errorf("plan of run %q: %w: status column %q is none this package writes", runID, store.ErrCorruptRecord, status))
+	}
+	rec.Status = store.RunStatus(status)
 	rec.Delegation = delegation // nil when NULL
+	rec.Holder = holder.String
+	if expires.Valid {
+		rec.LeaseExpires = expires.Time.UTC()
+	}
 	rec.Steps = make(map[string]store.StepRecord, len(stepDocs))
 	for i := range stepDocs {
 		st, err := storecodec.DecodeStep(runID, stepIDs[i], stepVersions[i], stepDocs[i])

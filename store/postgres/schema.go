@@ -111,10 +111,13 @@ var migrations = [...][]string{
 		// commit order, so a reader never finds a gap that fills later.
 		// Neither table names plans: a run whose planning failed has a
 		// history and no plan.
+		// updated is when an event was last appended (by the store's
+		// clock), for pruning the histories of runs with no plan.
 		`CREATE TABLE {s}.histories (
-			tenant   text   NOT NULL,
-			run_id   text   NOT NULL,
-			last_seq bigint NOT NULL CHECK (last_seq >= 0),
+			tenant   text        NOT NULL,
+			run_id   text        NOT NULL,
+			last_seq bigint      NOT NULL CHECK (last_seq >= 0),
+			updated  timestamptz NOT NULL,
 			PRIMARY KEY (tenant, run_id)
 		)`,
 		`CREATE TABLE {s}.events (
@@ -123,6 +126,46 @@ var migrations = [...][]string{
 			seq    bigint NOT NULL CHECK (seq > 0),
 			event  bytea  NOT NULL,
 			PRIMARY KEY (tenant, run_id, seq)
+		)`,
+		// Recovery: the execution holding a running run and until when
+		// (its lease, which it moves on while it runs), both NULL unless
+		// the run is running. Rows written before hold NULL: a run left
+		// running then has no live lease, and is recovered. The status
+		// column is the run's status from now on: taking a run over to
+		// recover it sets it to running without rewriting the record.
+		`ALTER TABLE {s}.plans ADD COLUMN holder text, ADD COLUMN lease_expires timestamptz`,
+		// The runs that may have stopped without finishing, in the order
+		// Stalled lists them (run ids in byte order). Leases are not in
+		// it, so moving one on leaves the index alone.
+		`CREATE INDEX plans_unfinished ON {s}.plans (tenant COLLATE "C", run_id COLLATE "C") WHERE status IN ('running', 'interrupted')`,
+		// Whether a claim's effect is once per tenant rather than once
+		// per run: pruning never drops such a claim. Every claim written
+		// before was once per run (the earlier versions had no other
+		// kind), and so is one written by such a version still running:
+		// the default stays.
+		`ALTER TABLE {s}.claims ADD COLUMN per_tenant boolean NOT NULL DEFAULT false`,
+		// Pruning drops a tenant's decisions made before a time.
+		`CREATE INDEX approvals_by_decision ON {s}.approvals (tenant, decided_at)`,
+		// What windowed grants let through: one row per step that spent
+		// under a grant (its key digest, unique per grant), with the
+		// tenant of its run, the amount (numeric: exact) and its time.
+		// Spending sums a grant's window (spends_by_grant); pruning drops
+		// a tenant's old spends (spends_by_tenant).
+		`CREATE TABLE {s}.spends (
+			grant_id text        NOT NULL,
+			key      text        NOT NULL,
+			tenant   text        NOT NULL,
+			amount   numeric     NOT NULL,
+			spent_at timestamptz NOT NULL,
+			PRIMARY KEY (grant_id, key)
+		)`,
+		`CREATE INDEX spends_by_grant ON {s}.spends (grant_id, spent_at) INCLUDE (amount)`,
+		`CREATE INDEX spends_by_tenant ON {s}.spends (tenant, spent_at)`,
+		// One row per grant that has spent, never deleted: each spend locks
+		// its grant's row until it commits, so the spends of one grant
+		// check its window one at a time, whichever replica makes them.
+		`CREATE TABLE {s}.grants (
+			grant_id text PRIMARY KEY
 		)`,
 	},
 }

@@ -18,16 +18,19 @@ import (
 // names another.
 const DefaultSchema = "planexec"
 
-// Store keeps plans, step results, idempotency claims, approval decisions
-// and runs' histories in PostgreSQL. It implements [planexec.PlanStore],
-// [store.StepStore], [planexec.IdempotencyStore], [planexec.ApprovalStore],
-// [store.EventStore] and [store.RunLister]. It is safe for concurrent use,
-// and any number of Stores, in one process or many, may share a schema.
+// Store keeps plans, step results, idempotency claims, approval decisions,
+// runs' histories and what windowed grants spent in PostgreSQL. It
+// implements [planexec.PlanStore], [store.StepStore],
+// [planexec.IdempotencyStore], [planexec.ApprovalStore], [store.EventStore],
+// [store.RunLister], [store.CeilingStore], [store.Pruner] and
+// [store.Recoverer]. It is safe for concurrent use, and any number of
+// Stores, in one process or many, may share a schema.
 type Store struct {
 	pool     *pgxpool.Pool
 	maxConns int
 	owned    bool // Close closes the pool
 	clock    func() time.Time
+	schema   string // the schema's name, unquoted
 	q        queries
 }
 
@@ -38,6 +41,9 @@ var (
 	_ store.StepStore           = (*Store)(nil)
 	_ store.EventStore          = (*Store)(nil)
 	_ store.RunLister           = (*Store)(nil)
+	_ store.CeilingStore        = (*Store)(nil)
+	_ store.Pruner              = (*Store)(nil)
+	_ store.Recoverer           = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -55,9 +61,10 @@ func WithSchema(name string) Option { return func(o *options) { o.schema = name 
 
 // WithClock measures leases against now instead of the database's clock
 // (default: the database's clock, so replicas need no clock agreement of
-// their own). Every Store sharing a schema should use clocks that agree: a
-// lease written against one clock is read against another. Tests use it to
-// move time on.
+// their own), and stamps with it when a claim or a history was last
+// written, which Prune compares with the time it is given. Every Store
+// sharing a schema should use clocks that agree: a lease written against
+// one clock is read against another. Tests use it to move time on.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
 
 // Open connects to the database at dsn (a URL or a keyword/value string, as
@@ -95,7 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 	if err := checkSchemaName(o.schema); err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, maxConns: int(pool.Config().MaxConns), clock: o.clock, q: buildQueries(pgx.Identifier{o.schema}.Sanitize())}
+	s := &Store{pool: pool, maxConns: int(pool.Config().MaxConns), clock: o.clock, schema: o.schema, q: buildQueries(pgx.Identifier{o.schema}.Sanitize())}
 	if err := s.migrate(ctx, o.schema, SchemaVersion); err != nil {
 		return nil, err
 	}
@@ -103,11 +110,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error
 }
 
 // Close closes the connection pool if Open made it. A Store made by New
-// leaves its pool open.
-func (s *Store) Close() {
+// leaves its pool open. It returns nil, and has the shape of the other
+// stores' Close (io.Closer), so a service can close whichever it opened.
+func (s *Store) Close() error {
 	if s.owned {
 		s.pool.Close()
 	}
+	return nil
 }
 
 func checkSchemaName(name string) error {
@@ -188,6 +197,11 @@ type queries struct {
 	forgetPlan, forgetSteps, lockHistory, forgetHistory          string
 	appendEvents, events, listRuns, listRunsByStatus             string
 	decision, saveDecision                                       string
+	lockGrant, spend, spent                                      string
+	pruneLock, pruneRuns, dropPlans, dropClaims, dropSteps       string
+	lockHistories, dropHistories, orphanHistories                string
+	dropDecisions, dropSpends                                    string
+	stalled, takeRun, extendRun                                  string
 }
 
 func buildQueries(schema string) queries {
@@ -217,5 +231,21 @@ func buildQueries(schema string) queries {
 		listRunsByStatus: in(listRunsByStatusSQL),
 		decision:         in(decisionSQL),
 		saveDecision:     in(saveDecisionSQL),
+		lockGrant:        in(lockGrantSQL),
+		spend:            in(spendSQL),
+		spent:            in(spentSQL),
+		pruneLock:        pruneLockSQL,
+		pruneRuns:        in(pruneRunsSQL),
+		dropPlans:        in(dropPlansSQL),
+		dropClaims:       in(dropClaimsSQL),
+		dropSteps:        in(dropStepsSQL),
+		dropHistories:    in(dropHistoriesSQL),
+		orphanHistories:  in(orphanHistoriesSQL),
+		lockHistories:    in(lockHistoriesSQL),
+		dropDecisions:    in(dropDecisionsSQL),
+		dropSpends:       in(dropSpendsSQL),
+		stalled:          in(stalledSQL),
+		takeRun:          in(takeRunSQL),
+		extendRun:        in(extendRunSQL),
 	}
 }
