@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
@@ -218,4 +221,149 @@ func BenchmarkListRuns(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N), "ms/page")
 		})
 	}
+}
+
+// BenchmarkSpend is the cost of one spend against a windowed ceiling: the
+// check of what the grant spent within its window and the record, in one
+// write transaction, with the window holding about 10 and about 1,000
+// spends (a spend reads its window), at synchronous=FULL (the default)
+// and NORMAL. It reports µs/spend.
+func BenchmarkSpend(b *testing.B) {
+	ctx := context.Background()
+	for _, sync := range []struct {
+		name string
+		opts []sqlite.Option
+	}{{"full sync", nil}, {"relaxed sync", []sqlite.Option{sqlite.WithRelaxedSync()}}} {
+		for _, inWindow := range []int{10, 1000} {
+			b.Run(fmt.Sprintf("%s, window of %d spends", sync.name, inWindow), func(b *testing.B) {
+				s, _ := openNew(b, sync.opts...)
+				base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+				amount := decimal.RequireFromString("12.34")
+				// One spend a second, under a window of inWindow seconds and a
+				// ceiling it never reaches.
+				window, ceiling := time.Duration(inWindow)*time.Second, decimal.NewFromInt(1e12)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					sp := store.Spend{Tenant: "acme", Grant: "g-refunds", Key: fmt.Sprint("k", i), Amount: amount, At: base.Add(time.Duration(i) * time.Second)}
+					if err := s.Spend(ctx, sp, window, ceiling); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				reportMicros(b, "µs/spend")
+				at := base.Add(time.Duration(b.N-1) * time.Second)
+				if got, err := s.Spent(ctx, "g-refunds", at, window); err != nil || !got.Equal(amount.Mul(decimal.NewFromInt(int64(min(b.N, inWindow))))) {
+					b.Fatalf("Spent = %s, %v", got, err)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPrune prunes a tenant with 3,000 runs finished before the cut
+// (each with three steps, their claims and six events, a decision and a
+// spend), and 1,000 runs it keeps (500 still going, whose decisions and
+// spends are as old, and 500 finished after the cut), next to another
+// tenant with 1,000 runs as old. Each iteration prunes a fresh copy of the
+// file. It reports ms/prune.
+func BenchmarkPrune(b *testing.B) {
+	ctx := context.Background()
+	const finished, kept = 3000, 1000
+	template := filepath.Join(b.TempDir(), "template.db")
+	clk := storetest.NewClock()
+	s, err := sqlite.Open(ctx, template, sqlite.WithRelaxedSync(), sqlite.WithClock(clk.Now))
+	if err != nil {
+		b.Fatal(err)
+	}
+	plan := planDoc(b, samplePlan("p1"))
+	events := []json.RawMessage{json.RawMessage(`{"kind":"STEP_STARTED","step_id":"s"}`), json.RawMessage(`{"kind":"STEP_EXECUTED","step_id":"s"}`)}
+	populate := func(tenant string, i int, status store.RunStatus) {
+		run := fmt.Sprintf("run-%05d", i)
+		now := clk.Now()
+		rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: "p1", Plan: plan, Status: store.RunRunning,
+			Holder: "h", LeaseExpires: now.Add(time.Minute), Created: now, Updated: now}
+		if err := s.SavePlan(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+		for _, step := range []string{"s1", "s2", "s3"} {
+			key := planexec.Key{Tenant: tenant, Digest: run + "/" + step}
+			c, err := s.Claim(ctx, store.ClaimRequest{Key: key, RunID: run, StepID: step, Tool: "notify", Holder: "h", Lease: time.Minute})
+			if err != nil {
+				b.Fatal(err)
+			}
+			st := store.StepRecord{StepID: step, PlanID: "p1", Tool: "notify", Status: planexec.StepDone, Outcome: json.RawMessage(`{"ok":true}`), Key: key.Digest, Finished: now}
+			if err := s.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: run, Record: st, Outcome: st.Outcome, Events: events}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rec.Status, rec.Holder, rec.LeaseExpires = status, "", time.Time{}
+		if err := s.SavePlan(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.SaveDecision(ctx, tenant, planexec.Decision{RequestID: run, Status: planexec.Approved, Approver: "ana", DecidedAt: now}); err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Spend(ctx, store.Spend{Tenant: tenant, Grant: "g", Key: tenant + run, Amount: decimal.NewFromInt(1), At: now}, time.Minute, decimal.NewFromInt(1e9)); err != nil {
+			b.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	start := time.Now()
+	for i := range finished {
+		populate("acme", i, []store.RunStatus{store.RunCompleted, store.RunFailed}[i%2])
+	}
+	for i := range kept / 2 {
+		populate("acme", finished+i, []store.RunStatus{store.RunRunning, store.RunAwaitingApproval, store.RunInterrupted}[i%3])
+	}
+	for i := range 1000 {
+		populate("globex", i, store.RunCompleted)
+	}
+	clk.Advance(time.Hour)
+	cut := clk.Now()
+	clk.Advance(time.Hour)
+	for i := range kept / 2 {
+		populate("acme", finished+kept/2+i, store.RunCompleted)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	info, err := os.Stat(template)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("built a file of %d runs (%.1f MB) in %v", finished+kept+1000, float64(info.Size())/1e6, time.Since(start).Round(time.Millisecond))
+	want := store.Pruned{Runs: finished, Claims: 3 * finished, Decisions: finished + kept/2, Spends: finished + kept/2}
+	var elapsed time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		b.StopTimer()
+		path := filepath.Join(b.TempDir(), fmt.Sprint("copy-", i, ".db"))
+		data, err := os.ReadFile(template)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		s, err := sqlite.Open(ctx, path, sqlite.WithClock(clk.Now))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		got, err := s.Prune(ctx, "acme", cut)
+		elapsed += time.Since(t0)
+		b.StopTimer()
+		if err != nil || got != want {
+			b.Fatalf("Prune = %+v, %v; want %+v", got, err, want)
+		}
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		os.Remove(path)
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(elapsed.Nanoseconds())/1e6/float64(i), "ms/prune")
 }

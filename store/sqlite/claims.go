@@ -14,34 +14,55 @@ import (
 
 // Claim implements planexec.IdempotencyStore. A key nobody claimed is taken
 // by one insert; any other goes through a transaction that reads the row
-// under the write lock.
+// under the write lock (claimRow). The row records whether the effect is
+// once per tenant, and when it was written, for Prune.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
-	const op = "claim"
 	now := s.now()
-	k := req.Key
-	var first store.ClaimRow // a key nobody claimed
-	c := first.Take(req, now)
-	n, err := on{s.ws, nil}.affected(ctx, qClaimNew, k.Tenant, k.Digest, req.Holder, nanos(c.LeaseExpires), req.RunID, req.StepID, req.Tool, storecodec.ClaimVersion)
+	c, n, err := insertClaim(ctx, on{s.ws, nil}, req, now)
 	if err != nil {
-		return store.Claim{}, storeErr(op, err)
+		return store.Claim{}, storeErr("claim", err)
 	}
 	if n == 1 {
 		return c, nil
 	}
-	err = s.write(ctx, op, func(tx on) error {
-		// Rows are never deleted, so the one the insert met is there.
+	return s.claimRow(ctx, req)
+}
+
+// insertClaim takes req's key from nobody at now, if it has no row; n says
+// whether it did.
+func insertClaim(ctx context.Context, o on, req store.ClaimRequest, now time.Time) (c store.Claim, n int64, err error) {
+	k := req.Key
+	var first store.ClaimRow // a key nobody claimed
+	c = first.Take(req, now)
+	n, err = o.affected(ctx, qClaimNew, k.Tenant, k.Digest, req.Holder, nanos(c.LeaseExpires), req.RunID, req.StepID, req.Tool,
+		storecodec.ClaimVersion, req.PerTenant, instant(now))
+	return c, n, err
+}
+
+// claimRow answers req from the key's row, and takes the key when the row
+// says so, in one write transaction. A row Prune deleted since the insert
+// met it is a key nobody claimed: it is taken as the insert would have.
+func (s *Store) claimRow(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	var c store.Claim
+	k := req.Key
+	err := s.write(ctx, "claim", func(tx on) error {
 		row, err := readClaim(ctx, tx, k)
-		if err != nil {
+		// Read now again: the write lock may have taken a while.
+		now := s.now()
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			c, _, err = insertClaim(ctx, tx, req, now)
+			return err
+		case err != nil:
 			return err
 		}
-		// Read now again: the write lock may have taken a while.
-		now = s.now()
 		var take bool
 		if c, take = row.Answer(req, now); !take {
 			return nil
 		}
 		c = row.Take(req, now)
-		_, err = tx.exec(ctx, qClaimTake, row.Epoch, req.Holder, nanos(row.LeaseExpires), req.RunID, req.StepID, req.Tool, storecodec.ClaimVersion, k.Tenant, k.Digest)
+		_, err = tx.exec(ctx, qClaimTake, row.Epoch, req.Holder, nanos(row.LeaseExpires), req.RunID, req.StepID, req.Tool, storecodec.ClaimVersion,
+			req.PerTenant, instant(now), k.Tenant, k.Digest)
 		return err
 	})
 	if err != nil {
@@ -72,8 +93,9 @@ func readClaim(ctx context.Context, tx on, key store.Key) (store.ClaimRow, error
 
 // held runs q, a write of the holder of epoch (args come first, then the
 // key and the epoch), and tells why it changed nothing: ErrNoRecord for a key
-// never claimed, ErrFenced otherwise. Claim rows are never deleted, so the
-// second look cannot be misled by one going away in between.
+// with no row, ErrFenced otherwise. Prune deletes no row a holder holds, so
+// a key whose row went away in between was not the caller's any more
+// either way.
 func held(ctx context.Context, o on, q string, key planexec.Key, epoch int64, args ...any) error {
 	n, err := o.affected(ctx, q, append(args, key.Tenant, key.Digest, epoch)...)
 	if err != nil || n == 1 {
@@ -92,17 +114,18 @@ func held(ctx context.Context, o on, q string, key planexec.Key, epoch int64, ar
 
 // Extend implements planexec.IdempotencyStore.
 func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
-	return fail("extend", held(ctx, on{s.ws, nil}, qClaimExtend, key, epoch, nanos(s.now().Add(lease))))
+	now := s.now()
+	return fail("extend", held(ctx, on{s.ws, nil}, qClaimExtend, key, epoch, nanos(now.Add(lease)), instant(now)))
 }
 
 // Complete implements planexec.IdempotencyStore.
 func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, storecodec.EncodeOutcome(outcome)))
+	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, storecodec.EncodeOutcome(outcome), instant(s.now())))
 }
 
 // Release implements planexec.IdempotencyStore.
 func (s *Store) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
-	return fail("release", held(ctx, on{s.ws, nil}, qClaimRelease, key, epoch, released(inDoubt)))
+	return fail("release", held(ctx, on{s.ws, nil}, qClaimRelease, key, epoch, released(inDoubt), instant(s.now())))
 }
 
 func released(inDoubt bool) string {
@@ -122,14 +145,15 @@ func (s *Store) Resolve(ctx context.Context, key store.Key, r store.Resolution) 
 		case err != nil:
 			return err
 		}
-		if err := row.Resolve(r, s.now()); err != nil {
+		now := s.now()
+		if err := row.Resolve(r, now); err != nil {
 			return err
 		}
 		state, outcome := storecodec.StateFree, []byte(nil)
 		if row.State == store.ClaimCompleted {
 			state, outcome = storecodec.StateCompleted, storecodec.EncodeOutcome(row.Outcome)
 		}
-		_, err = tx.exec(ctx, qClaimResolve, state, row.Epoch, outcome, storecodec.ClaimVersion, key.Tenant, key.Digest)
+		_, err = tx.exec(ctx, qClaimResolve, state, row.Epoch, outcome, storecodec.ClaimVersion, instant(now), key.Tenant, key.Digest)
 		return err
 	})
 }
@@ -165,12 +189,13 @@ func (s *Store) writeStep(ctx context.Context, op string, w *store.StepWrite, q 
 	}
 	tenant := w.Key.Tenant
 	return s.write(ctx, op, func(tx on) error {
-		if err := held(ctx, tx, q, w.Key, w.Epoch, arg); err != nil {
+		now := s.now()
+		if err := held(ctx, tx, q, w.Key, w.Epoch, arg, instant(now)); err != nil {
 			return err
 		}
 		if err := saveStep(ctx, tx, tenant, w.RunID, w.Record, doc); err != nil {
 			return err
 		}
-		return appendEvents(ctx, tx, tenant, w.RunID, w.Events)
+		return appendEvents(ctx, tx, tenant, w.RunID, w.Events, now)
 	})
 }

@@ -1,6 +1,6 @@
 // Package sqlite is the embedded durable store of planexec: plans, step
-// results, idempotency claims, approval decisions and run histories in one
-// SQLite file that survives restarts. It uses modernc.org/sqlite, so it
+// results, idempotency claims, approval decisions, run histories and what
+// windowed grants spent, in one SQLite file that survives restarts. It uses modernc.org/sqlite, so it
 // needs no cgo.
 //
 // # Wiring it in
@@ -21,8 +21,11 @@
 // when one is on disk and the others are not; a [planexec.ApprovalStore],
 // so decisions recorded with Run.Decide are kept in the same file and a
 // resume never asks a person twice; a [store.EventStore], so a run's
-// history can be read from any process that opens the file; and a
-// [store.RunLister], so a tenant's runs can be listed by status.
+// history can be read from any process that opens the file; a
+// [store.RunLister], so a tenant's runs can be listed by status; a
+// [store.CeilingStore], so every executor over the file counts one window
+// per grant; a [store.Pruner], for Executor.Prune; and a [store.Recoverer],
+// for Executor.Recover.
 //
 // After a crash, open the same file and call Run.Resume (or Run.Do) for the
 // run: finished steps are replayed from their records, a step whose claim is
@@ -38,7 +41,10 @@
 // lets another holder take a reversible step over; an irreversible one is
 // reported in doubt. Leases are measured against the clock given with
 // [WithClock] (default time.Now); processes sharing a file should have
-// clocks that agree.
+// clocks that agree. A claim's row records too whether its effect is once
+// per tenant (ClaimRequest.PerTenant) and when it was last written, for
+// Prune; Prune may delete the row of a settled claim, and the key is then
+// claimed again from epoch 1.
 //
 // # Histories
 //
@@ -67,6 +73,58 @@
 // [store.ErrNewerRecord], one with a status this package never writes or
 // waits it cannot read with [store.ErrCorruptRecord].
 //
+// # Ceilings
+//
+// What a windowed grant let through is a table of spends, one row per
+// grant and step key, with the run's tenant, the amount as the exact
+// decimal's text and the time. Spend checks and records in one write
+// transaction begun IMMEDIATE: it holds the file's write lock from its
+// first read, so spenders in one process or in several are counted one
+// after another and never take a grant past its ceiling together. The
+// window (after at-window, up to at) is a range of an index on grant and
+// time, amounts included; its amounts are summed in Go as exact decimals,
+// never as floating point, so a spend up to the ceiling to the last digit
+// goes through and one a fraction past it is refused with
+// [store.ErrCeiling], recording nothing. A spend reads its window, so its
+// cost grows with the spends within it. A grant and key already recorded
+// record nothing and succeed: a resumed step spends once. An amount that
+// is not a decimal is refused with [store.ErrCorruptRecord].
+//
+// # Pruning
+//
+// Prune drops what one tenant finished before a cut, in one write
+// transaction, and counts exactly what it dropped: runs completed or
+// failed and last updated before it (a run never updated counts as the
+// oldest), with their steps and events; histories of runs with no plan
+// record whose last event was stored before it (each event row records
+// when it was stored); claims of effects once per run, neither in flight
+// nor in doubt, last written before it, whose run has no plan record
+// (those of the runs it drops included); decisions made before it; spends
+// made before it. It goes by columns alone, never by documents. Each kind
+// of row is found in an index range on the tenant and the cut, but for
+// histories with no plan record, found with one seek per run that has a
+// history, however many events it has. It never drops a run that may go
+// on, a claim in flight or in doubt, the claim of an effect once per
+// tenant, nor another tenant's rows. It holds the write lock while it
+// runs (BenchmarkPrune: some 80 µs per dropped run, with its three steps,
+// their claims and six events).
+//
+// # Recovery
+//
+// A run's row has the execution that holds it (holder) and when its lease
+// on the run runs out (lease_expires), NULL unless it is running. Stalled
+// lists, across tenants by tenant and run id, the runs interrupted or
+// running under a lease that ran out (a running run with no lease counts
+// as one): a walk of a partial index over running and interrupted runs.
+// TakeRun is one conditional UPDATE that makes the caller the holder if
+// the run is stalled at that moment, so that of takers at once, in one
+// process or several, exactly one wins; in the same transaction it puts
+// the new status in the run's document, the plan byte for byte. ExtendRun
+// moves the lease on for the run's holder while it runs; another caller,
+// or a run no longer running, gets [store.ErrFenced], a run with no plan
+// record [store.ErrNoRecord]. Runs of a layout newer than this package's
+// are neither listed nor taken.
+//
 // # Concurrency and durability
 //
 // A *Store is safe for many goroutines, and several processes (or several
@@ -91,12 +149,17 @@
 // ones; the schema version is the file's PRAGMA user_version, and two
 // processes opening a new file at once migrate it once. The tables are plans
 // (one row per tenant and run), steps (one row per finished step, so writing
-// the thousandth step costs what the first did), claims, approvals and
-// events (one row per event of a run's history). Besides its document, a
-// run's row has columns for what the run waits for (a JSON array of
-// store.Wait) and for the delegation it acts under (the executor's
-// document, byte for byte), each NULL when it has none: runs saved before
-// schema 3 have neither. SavePlan refuses waits LoadPlan could not read
+// the thousandth step costs what the first did), claims, approvals, events
+// (one row per event of a run's history) and spends. Besides its document,
+// a run's row has columns for what the run waits for (a JSON array of
+// store.Wait), for the delegation it acts under (the executor's document,
+// byte for byte) and for its holder and lease, each NULL when it has none:
+// runs saved before schema 3 have none of them (a running one among them
+// is stalled). Schema 3 also gives claims per_tenant and written (claims
+// written before have neither kind nor time known: they count as once per
+// tenant and are never pruned), approvals decided (when the decision was
+// made, carried over from each stored document; one that cannot be read
+// keeps NULL and is never pruned) and events stored. SavePlan refuses waits LoadPlan could not read
 // back (one naming neither or both a request and a key). Every row is
 // keyed by tenant first, and every query names the tenant: one tenant
 // asking for another's run gets [store.ErrNoRecord].
@@ -131,7 +194,8 @@
 //
 // Failures of the database come back as *store.Error with Store
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
-// plan", "append events", "list runs", "migrate"). The SDK's sentinels come back as they are:
-// [store.ErrNoRecord], [store.ErrFenced], [store.ErrInFlight] and [store.ErrCompleted],
-// for errors.Is.
+// plan", "append events", "list runs", "spend", "prune", "take run",
+// "migrate"). The SDK's sentinels come back as they are: [store.ErrNoRecord],
+// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted] and
+// [store.ErrCeiling], for errors.Is.
 package sqlite

@@ -35,7 +35,7 @@ var Queries = []struct {
 	{"list runs after a cursor", qRunsAfter, []any{"acme", int64(1), "run-1", 50}},
 	{"list runs of a status", qRunsFirstIn, []any{"acme", "completed", 50}},
 	{"list runs of a status after a cursor", qRunsAfterIn, []any{"acme", "completed", int64(1), "run-1", 50}},
-	{"append an event", qEventAdd, []any{"acme", "run-1", "{}"}},
+	{"append an event", qEventAdd, []any{"acme", "run-1", "{}", int64(1)}},
 	{"read events", qEventsRead, []any{"acme", "run-1", int64(0), 50}},
 }
 
@@ -54,4 +54,29 @@ func (s *Store) SavePlans(ctx context.Context, recs []*store.PlanRecord) error {
 		}
 		return nil
 	})
+}
+
+// UpkeepQueries are the statements of ceilings, recovery and pruning
+// whose plans a test checks, with arguments of the kinds they take.
+var UpkeepQueries = []struct {
+	Name  string
+	Query string
+	Args  []any
+}{
+	{"sum a grant's window", qSpendWindow, []any{"g", int64(1), int64(2)}},
+	{"stalled runs", qStalled, []any{int64(1), 1, 50}},
+	{"take a run", qRunTake, []any{int64(1), 1, "acme", "run-1", "h", int64(2)}},
+	{"drop finished runs' events", qPruneRunEvents, []any{"acme", int64(1)}},
+	{"drop finished runs' steps", qPruneRunSteps, []any{"acme", int64(1)}},
+	{"drop finished runs", qPruneRuns, []any{"acme", int64(1)}},
+	{"find histories with no run", qOrphanHistories, []any{"acme", int64(1)}},
+	{"drop claims", qPruneClaims, []any{"acme", int64(1)}},
+	{"drop decisions", qPruneDecisions, []any{"acme", int64(1)}},
+	{"drop spends", qPruneSpends, []any{"acme", int64(1)}},
+}
+
+// ClaimFromRow answers req as Claim does once its insert has met a row:
+// from the key's row, in a write transaction.
+func (s *Store) ClaimFromRow(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	return s.claimRow(ctx, req)
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/planexec/planexec/store"
 )
@@ -19,17 +20,18 @@ func (s *Store) AppendEvents(ctx context.Context, tenant, runID string, events [
 	if len(events) == 0 {
 		return nil
 	}
-	return s.write(ctx, "append events", func(tx on) error { return appendEvents(ctx, tx, tenant, runID, events) })
+	return s.write(ctx, "append events", func(tx on) error { return appendEvents(ctx, tx, tenant, runID, events, s.now()) })
 }
 
-// appendEvents appends events to the run's history inside tx.
-func appendEvents(ctx context.Context, tx on, tenant, runID string, events []json.RawMessage) error {
+// appendEvents appends events to the run's history inside tx, stored at
+// now.
+func appendEvents(ctx context.Context, tx on, tenant, runID string, events []json.RawMessage, now time.Time) error {
 	if len(events) == 0 {
 		return nil
 	}
-	add := tx.stmt(ctx, qEventAdd)
+	add, stored := tx.stmt(ctx, qEventAdd), instant(now)
 	for _, e := range events {
-		if _, err := add.ExecContext(ctx, tenant, runID, string(e)); err != nil {
+		if _, err := add.ExecContext(ctx, tenant, runID, string(e), stored); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,9 @@ package sqlite_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
 	"path/filepath"
 	"testing"
 	"time"
@@ -46,6 +49,8 @@ func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
 		{`SELECT record FROM plans`, planDoc},
 		{`SELECT record FROM steps`, `{"version":1,` + stepDoc[1:]},
 		{`SELECT decision FROM approvals`, `{"version":1,` + decisionDoc[1:]},
+		// The decision of the first layout is given its time from its document.
+		{`SELECT decided FROM approvals`, fmt.Sprint(created.UnixNano())},
 	} {
 		var got string
 		if err := db.QueryRow(c.query).Scan(&got); err != nil {
@@ -89,7 +94,12 @@ func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
 // A file at schema 2, with the runs it held, is carried over to schema 3:
 // its runs read back waiting for nothing and under no delegation (NULL in
 // the new columns), are listed (one never updated last), have no history
-// until one is appended, and are saved with waits and a delegation.
+// until one is appended, and are saved with waits and a delegation. They
+// have no holder nor lease: a running one is stalled, and is taken. Its
+// decisions are given the time they were made from their documents (the
+// least of times for the zero time; none, and so never pruned, for one
+// that cannot be read); its claims, whose kind nobody knows, are counted
+// once per tenant, have no time, and are never pruned.
 func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "second.db")
@@ -108,15 +118,67 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		('acme', 'run-1', 'p1', 1, 'awaiting_approval', ?, ?, ?),
 		('acme', 'run-2', 'p1', 1, 'completed', ?, NULL, NULL)`, planDoc1, created.UnixNano(), created.UnixNano(), planDoc2)
 	mustExec(t, db, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, ?)`, stepDoc)
+	planDoc3 := `{"version":1,"tenant":"acme","run_id":"run-3","plan":` + plan + `,"status":"running"}`
+	mustExec(t, db, `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated) VALUES
+		('acme', 'run-3', 'p1', 1, 'running', ?, ?, ?)`, planDoc3, created.UnixNano(), created.UnixNano())
+	mustExec(t, db, `INSERT INTO approvals (tenant, record_id, version, decision) VALUES
+		('acme', 'r-offset', 2, '{"version":2,"request_id":"r-offset","status":"approved","approver":"ana","why":"","decided_at":"2030-01-02T05:04:05.5+02:00","expires":"0001-01-01T00:00:00Z"}'),
+		('acme', 'r-first', 1, '{"version":1,"record_id":"r-first","status":"granted","approver":"lee","reason":"","decided_at":"2030-01-02T03:04:05Z","expires":"0001-01-01T00:00:00Z"}'),
+		('acme', 'r-zero', 2, '{"version":2,"request_id":"r-zero","status":"denied","approver":"ana","why":"","decided_at":"0001-01-01T00:00:00Z","expires":"0001-01-01T00:00:00Z"}'),
+		('acme', 'r-damaged', 2, 'not json')`)
+	mustExec(t, db, `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, outcome, run_id, step_id, tool) VALUES
+		('acme', 'k-old', 'completed', 1, 'h', 0, x'', 'run-gone', 's1', 'notify'),
+		('acme', 'k-old-free', 'free', 2, 'h', 0, NULL, 'run-gone', 's2', 'notify')`)
 
 	s := openAt(t, path)
+
+	decided := map[string]*int64{}
+	rows, err := db.Query(`SELECT record_id, decided FROM approvals`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var at *int64
+		if err := rows.Scan(&id, &at); err != nil {
+			t.Fatal(err)
+		}
+		decided[id] = at
+	}
+	rows.Close()
+	for id, want := range map[string]*int64{
+		"r-offset":  ptr(time.Date(2030, 1, 2, 3, 4, 5, 500_000_000, time.UTC).UnixNano()),
+		"r-first":   ptr(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()),
+		"r-zero":    ptr(int64(math.MinInt64)),
+		"r-damaged": nil,
+	} {
+		if got := decided[id]; (got == nil) != (want == nil) || (got != nil && *got != *want) {
+			t.Errorf("decision %s was made at %v after the migration, want %v", id, deref(got), deref(want))
+		}
+	}
+	var perTenant, unwritten int
+	if err := db.QueryRow(`SELECT count(*) FILTER (WHERE per_tenant = 1), count(*) FILTER (WHERE written IS NULL) FROM claims`).Scan(&perTenant, &unwritten); err != nil ||
+		perTenant != 2 || unwritten != 2 {
+		t.Errorf("old claims: %d once per tenant, %d with no time (%v); want both 2", perTenant, unwritten, err)
+	}
+	var holders int
+	if err := db.QueryRow(`SELECT count(*) FROM plans WHERE holder IS NULL AND lease_expires IS NULL`).Scan(&holders); err != nil || holders != 3 {
+		t.Errorf("%d runs with no holder nor lease (%v), want 3", holders, err)
+	}
+	later := created.Add(24 * time.Hour)
+	if stalled, err := s.Stalled(ctx, later, 10); err != nil || len(stalled) != 1 || stalled[0].RunID != "run-3" {
+		t.Errorf("Stalled = %v, %v; want the run that was running", stalled, err)
+	}
+	if took, err := s.TakeRun(ctx, store.RunRef{Tenant: "acme", RunID: "run-3"}, "replica", later, time.Minute); err != nil || !took {
+		t.Errorf("TakeRun of the run that was running = %v, %v", took, err)
+	}
 
 	var v, nulls int
 	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion || v != 3 {
 		t.Fatalf("user_version = %d, %v; want 3", v, err)
 	}
-	if err := db.QueryRow(`SELECT count(*) FROM plans WHERE waiting IS NULL AND delegation IS NULL`).Scan(&nulls); err != nil || nulls != 2 {
-		t.Errorf("%d runs with NULL waits and delegation (%v), want 2", nulls, err)
+	if err := db.QueryRow(`SELECT count(*) FROM plans WHERE waiting IS NULL AND delegation IS NULL`).Scan(&nulls); err != nil || nulls != 3 {
+		t.Errorf("%d runs with NULL waits and delegation (%v), want 3", nulls, err)
 	}
 	got, err := s.LoadPlan(ctx, "acme", "run-1")
 	if err != nil {
@@ -127,9 +189,9 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		t.Errorf("LoadPlan = %+v", got)
 	}
 	runs, err := s.ListRuns(ctx, "acme", store.RunQuery{Limit: 10})
-	if err != nil || len(runs) != 2 || runs[0].RunID != "run-1" || runs[1].RunID != "run-2" || runs[0].Waiting != nil ||
-		!runs[0].Updated.Equal(created) || !runs[1].Updated.IsZero() {
-		t.Errorf("ListRuns = %+v, %v; want run-1, then run-2 (never updated)", runs, err)
+	if err != nil || len(runs) != 3 || runs[0].RunID != "run-1" || runs[1].RunID != "run-3" || runs[2].RunID != "run-2" || runs[0].Waiting != nil ||
+		!runs[0].Updated.Equal(created) || !runs[2].Updated.IsZero() {
+		t.Errorf("ListRuns = %+v, %v; want run-1, run-3, then run-2 (never updated)", runs, err)
 	}
 	if runs, err := s.ListRuns(ctx, "acme", store.RunQuery{Statuses: []store.RunStatus{store.RunCompleted}, Limit: 10}); err != nil ||
 		len(runs) != 1 || runs[0].RunID != "run-2" {
@@ -153,4 +215,34 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	if again, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || len(again.Waiting) != 1 || string(again.Delegation) != `{"run_id":"run-1"}` {
 		t.Errorf("LoadPlan after saving = %+v, %v", again, err)
 	}
+	// run-2 completed and was never updated; the decisions whose time is
+	// known are old; the claims are kept.
+	pruned, err := s.Prune(ctx, "acme", later)
+	if want := (store.Pruned{Runs: 1, Decisions: 3}); err != nil || pruned != want {
+		t.Errorf("Prune = %+v, %v; want %+v", pruned, err, want)
+	}
+	if _, err := s.Decision(ctx, "acme", "r-damaged"); !errors.Is(err, store.ErrCorruptRecord) {
+		t.Errorf("the damaged decision after Prune: %v, want it still there, corrupt", err)
+	}
+	// A kept row answers from where it stood; a pruned one would be
+	// acquired afresh under epoch 1.
+	for _, c := range []struct {
+		key   string
+		state store.ClaimState
+		epoch int64
+	}{{"k-old", store.ClaimCompleted, 1}, {"k-old-free", store.ClaimAcquired, 3}} {
+		got, err := s.Claim(ctx, store.ClaimRequest{Key: planexec.Key{Tenant: "acme", Digest: c.key}, Holder: "h2", Lease: time.Minute})
+		if err != nil || got.State != c.state || got.Epoch != c.epoch {
+			t.Errorf("Claim of the old claim %s after Prune = %+v, %v; want state %d under epoch %d (its row kept)", c.key, got, err, c.state, c.epoch)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return "NULL"
+	}
+	return *p
 }

@@ -16,8 +16,9 @@ import (
 // written at store.RecordVersion; a stored record of a newer version
 // (in its row or its document) is not overwritten (ErrNewerRecord). What
 // the run waits for and its delegation are columns of the run's row, NULL
-// when it has none; waits that could not be read back (one naming neither
-// or both a request and a key) are refused, and nothing is written.
+// when it has none, and so are its holder and the lease on it; waits that
+// could not be read back (one naming neither or both a request and a key)
+// are refused, and nothing is written.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	row, err := encodePlan(rec)
@@ -68,6 +69,14 @@ func text(b []byte) any {
 	return string(b)
 }
 
+// orNull is s as a TEXT column keeps it: NULL when empty.
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // savePlan writes rec's row inside tx.
 func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) error {
 	var (
@@ -93,7 +102,7 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) er
 		}
 	}
 	_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.PlanID, storecodec.PlanVersion, string(rec.Status), row.doc,
-		created, nanos(rec.Updated), row.waiting, row.delegation)
+		created, nanos(rec.Updated), row.waiting, row.delegation, orNull(rec.Holder), nanos(rec.LeaseExpires))
 	return err
 }
 
@@ -139,8 +148,10 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 		record              []byte
 		created, updated    sql.NullInt64
 		waiting, delegation []byte
+		holder              sql.NullString
+		lease               sql.NullInt64
 	)
-	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated, &waiting, &delegation)
+	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated, &waiting, &delegation, &holder, &lease)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNoRecord
 	}
@@ -156,6 +167,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 		return nil, storeErr(op, err)
 	}
 	rec.Delegation = delegation
+	rec.Holder, rec.LeaseExpires = holder.String, fromNanos(lease)
 	rows, err := tx.rows(ctx, qStepsLoad, tenant, runID)
 	if err != nil {
 		return nil, storeErr(op, err)
@@ -221,14 +233,15 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	return d, nil
 }
 
-// SaveDecision implements planexec.ApprovalStore.
+// SaveDecision implements planexec.ApprovalStore. When the decision was
+// made is a column too, for Prune.
 func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
 	doc, err := storecodec.EncodeDecision(d)
 	if err != nil {
 		return storeErr(op, err)
 	}
-	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RequestID, storecodec.DecisionVersion, string(doc))
+	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RequestID, storecodec.DecisionVersion, string(doc), instant(d.DecidedAt))
 	if err != nil {
 		return storeErr(op, err)
 	}

@@ -5,15 +5,15 @@ package sqlite
 const (
 	// plans and steps
 	qPlanHead = `SELECT plan_id, version, record, created FROM plans WHERE tenant = ? AND run_id = ?`
-	qPlanSave = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	qPlanSave = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
 			status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated,
-			waiting = excluded.waiting, delegation = excluded.delegation`
+			waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires`
 	qPlanTouch = `UPDATE plans SET updated = CASE WHEN ?1 IS NOT NULL AND (updated IS NULL OR ?1 > updated) THEN ?1 ELSE updated END
 		WHERE tenant = ?2 AND run_id = ?3`
 	qPlanDelete = `DELETE FROM plans WHERE tenant = ? AND run_id = ?`
-	qPlanLoad   = `SELECT version, record, created, updated, waiting, delegation FROM plans WHERE tenant = ? AND run_id = ?`
+	qPlanLoad   = `SELECT version, record, created, updated, waiting, delegation, holder, lease_expires FROM plans WHERE tenant = ? AND run_id = ?`
 	qStepSave   = `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version, record = excluded.record`
 	qStepsDelete = `DELETE FROM steps WHERE tenant = ? AND run_id = ?`
@@ -39,32 +39,84 @@ const (
 
 	// events. An event is numbered as it is inserted: one after the run's
 	// last, read inside the inserting transaction.
-	qEventAdd = `INSERT INTO events (tenant, run_id, seq, event)
-		SELECT ?1, ?2, ifnull((SELECT seq FROM events WHERE tenant = ?1 AND run_id = ?2 ORDER BY seq DESC LIMIT 1), 0) + 1, ?3`
+	qEventAdd = `INSERT INTO events (tenant, run_id, seq, event, stored)
+		SELECT ?1, ?2, ifnull((SELECT seq FROM events WHERE tenant = ?1 AND run_id = ?2 ORDER BY seq DESC LIMIT 1), 0) + 1, ?3, ?4`
 	qEventsDelete = `DELETE FROM events WHERE tenant = ? AND run_id = ?`
 	qEventsRead   = `SELECT seq, event FROM events WHERE tenant = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 
 	// claims
-	qClaimNew = `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version)
-		VALUES (?, ?, 'acquired', 1, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`
+	qClaimNew = `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version, per_tenant, written)
+		VALUES (?, ?, 'acquired', 1, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`
 	qClaimGet = `SELECT state, epoch, holder, lease_expires, outcome, outcome IS NULL, version
 		FROM claims WHERE tenant = ? AND key = ?`
 	qClaimTake = `UPDATE claims SET state = 'acquired', epoch = ?, holder = ?, lease_expires = ?, outcome = NULL,
-			run_id = ?, step_id = ?, tool = ?, version = ?
+			run_id = ?, step_id = ?, tool = ?, version = ?, per_tenant = ?, written = ?
 		WHERE tenant = ? AND key = ?`
 	qClaimExists = `SELECT 1 FROM claims WHERE tenant = ? AND key = ?`
 	// The three writes of a holder change the row only while its epoch
-	// holds the key.
-	heldBy         = ` WHERE tenant = ? AND key = ? AND epoch = ? AND state = 'acquired'`
+	// holds the key. Each, as every write of a claim, sets when it was
+	// written (the last argument before the key).
+	heldBy         = `, written = ? WHERE tenant = ? AND key = ? AND epoch = ? AND state = 'acquired'`
 	qClaimExtend   = `UPDATE claims SET lease_expires = ?` + heldBy
 	qClaimComplete = `UPDATE claims SET state = 'completed', outcome = ?` + heldBy
 	qClaimRelease  = `UPDATE claims SET state = ?` + heldBy
-	qClaimResolve  = `UPDATE claims SET state = ?, epoch = ?, outcome = ?, version = ? WHERE tenant = ? AND key = ?`
+	qClaimResolve  = `UPDATE claims SET state = ?, epoch = ?, outcome = ?, version = ?, written = ? WHERE tenant = ? AND key = ?`
 
 	// approvals
-	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision) VALUES (?, ?, ?, ?)
-		ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, decision = excluded.decision`
+	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision, decided) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, decision = excluded.decision, decided = excluded.decided`
 	qDecisionGet = `SELECT version, decision FROM approvals WHERE tenant = ? AND record_id = ?`
+
+	// ceilings. A grant's window is (?2, ?3], a range of spends_window.
+	qSpendKnown  = `SELECT 1 FROM spends WHERE grant_id = ? AND key = ?`
+	qSpendWindow = `SELECT amount FROM spends WHERE grant_id = ?1 AND at > ?2 AND at <= ?3`
+	qSpendAdd    = `INSERT INTO spends (grant_id, key, tenant, amount, at) VALUES (?, ?, ?, ?, ?)`
+
+	// recovery. stalled is the condition of a run that stopped without
+	// finishing as of ?1: interrupted, or running under a lease that ran
+	// out (none counts as run out), in a layout this package can resume
+	// (at most ?2). Its first term is the condition of the partial index
+	// plans_unfinished, word for word, so that the planner may use it.
+	stalled = `status IN ('running', 'interrupted') AND (status = 'interrupted' OR lease_expires IS NULL OR lease_expires <= ?1)
+		AND version <= ?2`
+	qStalled = `SELECT tenant, run_id FROM plans WHERE ` + stalled + ` ORDER BY tenant, run_id LIMIT ?3`
+	// qRunTake takes a stalled run for holder ?5 until ?6, in one
+	// statement: of takers at once, the first to write changes the row
+	// and the others find it no longer stalled.
+	qRunTake = `UPDATE plans SET status = 'running', holder = ?5, lease_expires = ?6
+		WHERE tenant = ?3 AND run_id = ?4 AND ` + stalled + ` RETURNING version, record`
+	// qPlanRecord puts the run's status in its document as TakeRun
+	// changed it in its row.
+	qPlanRecord = `UPDATE plans SET record = ? WHERE tenant = ? AND run_id = ?`
+	qRunExtend  = `UPDATE plans SET lease_expires = ? WHERE tenant = ? AND run_id = ? AND holder IS ? AND status = 'running'`
+	qRunExists  = `SELECT 1 FROM plans WHERE tenant = ? AND run_id = ?`
+
+	// pruning: what tenant ?1 finished before ?2. finished is a range of
+	// plans_listed_by_status for each of the two statuses: a run never
+	// updated counts as updated at the least of times, as it is listed.
+	finished        = `tenant = ?1 AND status IN ('completed', 'failed') AND ` + listKey + ` < ?2`
+	qPruneRunEvents = `DELETE FROM events WHERE tenant = ?1 AND run_id IN (SELECT run_id FROM plans WHERE ` + finished + `)`
+	qPruneRunSteps  = `DELETE FROM steps WHERE tenant = ?1 AND run_id IN (SELECT run_id FROM plans WHERE ` + finished + `)`
+	qPruneRuns      = `DELETE FROM plans WHERE tenant = ?1 AND run_id IN (SELECT run_id FROM plans WHERE ` + finished + `)`
+	// qOrphanHistories lists the runs of tenant ?1 that have a history
+	// and no plan record, and whose last event was stored before ?2. It
+	// walks the runs of the events' primary key one seek each, however
+	// many events each run has.
+	qOrphanHistories = `WITH RECURSIVE runs (run_id) AS (
+			SELECT (SELECT run_id FROM events WHERE tenant = ?1 ORDER BY run_id LIMIT 1)
+			UNION ALL
+			SELECT (SELECT run_id FROM events WHERE tenant = ?1 AND run_id > runs.run_id ORDER BY run_id LIMIT 1)
+			FROM runs WHERE runs.run_id IS NOT NULL)
+		SELECT run_id FROM runs WHERE run_id IS NOT NULL
+			AND NOT EXISTS (SELECT 1 FROM plans WHERE plans.tenant = ?1 AND plans.run_id = runs.run_id)
+			AND (SELECT stored FROM events WHERE events.tenant = ?1 AND events.run_id = runs.run_id ORDER BY seq DESC LIMIT 1) < ?2`
+	// qPruneClaims drops claims of effects once per run that are neither
+	// in flight nor in doubt, last written before ?2, whose run has no
+	// plan record (any more).
+	qPruneClaims = `DELETE FROM claims WHERE tenant = ?1 AND per_tenant = 0 AND state IN ('free', 'completed') AND written < ?2
+		AND NOT EXISTS (SELECT 1 FROM plans WHERE plans.tenant = ?1 AND plans.run_id = claims.run_id)`
+	qPruneDecisions = `DELETE FROM approvals WHERE tenant = ?1 AND decided < ?2`
+	qPruneSpends    = `DELETE FROM spends WHERE tenant = ?1 AND at < ?2`
 )
 
 // writes run on the write pool, reads on the read pool.
@@ -72,6 +124,10 @@ var (
 	writes = []string{qPlanHead, qPlanSave, qPlanTouch, qPlanDelete, qStepSave, qStepsDelete,
 		qEventAdd, qEventsDelete,
 		qClaimNew, qClaimGet, qClaimTake, qClaimExists, qClaimExtend, qClaimComplete, qClaimRelease, qClaimResolve,
-		qDecisionSave}
-	reads = []string{qPlanLoad, qStepsLoad, qDecisionGet, qEventsRead, qRunsFirst, qRunsAfter, qRunsFirstIn, qRunsAfterIn}
+		qDecisionSave,
+		qSpendKnown, qSpendWindow, qSpendAdd,
+		qRunTake, qPlanRecord, qRunExtend, qRunExists,
+		qPruneRunEvents, qPruneRunSteps, qPruneRuns, qOrphanHistories, qPruneClaims, qPruneDecisions, qPruneSpends}
+	reads = []string{qPlanLoad, qStepsLoad, qDecisionGet, qEventsRead, qRunsFirst, qRunsAfter, qRunsFirstIn, qRunsAfterIn,
+		qSpendWindow, qStalled}
 )

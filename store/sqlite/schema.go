@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -89,13 +91,16 @@ var migrations = [][]string{
 		`ALTER TABLE plans ADD COLUMN waiting TEXT`,
 		`ALTER TABLE plans ADD COLUMN delegation TEXT`,
 		// One row per event of a run's history, numbered from 1 per tenant
-		// and run in the order stored. A run with no plan record may have
-		// events, so there is no foreign key to plans.
+		// and run in the order stored, with when it was stored (Unix
+		// nanoseconds, by the store's clock). A run with no plan record may
+		// have events, so there is no foreign key to plans; Prune drops
+		// such a history by when its last event was stored.
 		`CREATE TABLE events (
 			tenant TEXT NOT NULL,
 			run_id TEXT NOT NULL,
 			seq    INTEGER NOT NULL,
 			event  TEXT NOT NULL,
+			stored INTEGER NOT NULL,
 			PRIMARY KEY (tenant, run_id, seq)
 		) WITHOUT ROWID`,
 		// A tenant's runs in listing order (most recently updated first,
@@ -105,7 +110,98 @@ var migrations = [][]string{
 		// queries use (listKey).
 		`CREATE INDEX plans_listed ON plans (tenant, ifnull(updated, -9223372036854775807 - 1) DESC, run_id)`,
 		`CREATE INDEX plans_listed_by_status ON plans (tenant, status, ifnull(updated, -9223372036854775807 - 1) DESC, run_id)`,
+		// The execution running a run and when its lease on the run runs
+		// out (Unix nanoseconds): NULL unless the run is running. Runs
+		// saved before have neither: a running one among them is stalled.
+		`ALTER TABLE plans ADD COLUMN holder TEXT`,
+		`ALTER TABLE plans ADD COLUMN lease_expires INTEGER`,
+		// The runs that may have stalled, in the order Stalled lists them
+		// (every tenant's, by tenant and run id), with what tells whether
+		// they have: a page is a walk of this index from its start.
+		`CREATE INDEX plans_unfinished ON plans (tenant, run_id, status, lease_expires, version) WHERE status IN ('running', 'interrupted')`,
+		// Whether a claim's effect is once per tenant (1) or once per run
+		// (0), and when the claim was last written (Unix nanoseconds).
+		// Prune drops only claims known to be once per run: claims
+		// written before are counted once per tenant (nobody knows which
+		// they were) and have no time, so they are kept. Writers state
+		// both. From here on Prune deletes claims rows: a key whose row
+		// was pruned is claimed again from epoch 1.
+		`ALTER TABLE claims ADD COLUMN per_tenant INTEGER NOT NULL DEFAULT 1`,
+		`ALTER TABLE claims ADD COLUMN written INTEGER`,
+		// The claims Prune may drop, oldest first: a prune reads the
+		// claims written before its cut, not every claim of the tenant.
+		`CREATE INDEX claims_prunable ON claims (tenant, written) WHERE per_tenant = 0`,
+		// When a decision was made (the document's decided_at, Unix
+		// nanoseconds; the least of times for the zero time), for Prune.
+		// Decisions stored before are given theirs from their documents
+		// by backfillDecided; one whose document cannot be read keeps
+		// NULL, and is never pruned.
+		`ALTER TABLE approvals ADD COLUMN decided INTEGER`,
+		`CREATE INDEX approvals_decided ON approvals (tenant, decided)`,
+		// What windowed grants let through: one row per grant and step
+		// key (a step spends once), the amount as the exact decimal's text,
+		// at Unix nanoseconds. Grants are not a tenant's: a grant's
+		// window is summed over every tenant's spends; tenant is the run's,
+		// for Prune.
+		`CREATE TABLE spends (
+			grant_id TEXT NOT NULL,
+			key      TEXT NOT NULL,
+			tenant   TEXT NOT NULL,
+			amount   TEXT NOT NULL,
+			at       INTEGER NOT NULL,
+			PRIMARY KEY (grant_id, key)
+		) WITHOUT ROWID`,
+		// A grant's window is a range of this index, amounts included.
+		`CREATE INDEX spends_window ON spends (grant_id, at, amount)`,
+		`CREATE INDEX spends_by_tenant ON spends (tenant, at)`,
 	},
+}
+
+// backfills[v], when set, runs right after the statements that take the
+// schema to version v, in the same transaction: what SQL alone cannot
+// carry over.
+var backfills = map[int]func(context.Context, *sql.Tx) error{
+	3: backfillDecided,
+}
+
+// backfillDecided gives each decision stored before schema 3 the time it
+// was made, read from its document as Decision reads it. A document that
+// cannot be read (damaged, or of a newer layout) is left NULL: Decision
+// refuses it, and Prune keeps it.
+func backfillDecided(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT tenant, record_id, version, decision FROM approvals WHERE decided IS NULL`)
+	if err != nil {
+		return err
+	}
+	type decided struct {
+		tenant, id string
+		at         int64
+	}
+	var found []decided
+	for rows.Next() {
+		var (
+			d       decided
+			version int
+			doc     []byte
+		)
+		if err := rows.Scan(&d.tenant, &d.id, &version, &doc); err != nil {
+			rows.Close()
+			return err
+		}
+		if dec, err := storecodec.DecodeDecision(d.id, version, doc); err == nil {
+			d.at = instant(dec.DecidedAt)
+			found = append(found, d)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, d := range found {
+		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET decided = ? WHERE tenant = ? AND record_id = ?`, d.at, d.tenant, d.id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // schemaVersion is the schema this package writes.
@@ -166,9 +262,14 @@ func setUpOnce(ctx context.Context, db *sql.DB, version int) error {
 	if v >= version {
 		return nil
 	}
-	for _, m := range migrations[v:version] {
+	for i, m := range migrations[v:version] {
 		for _, stmt := range m {
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return storeErr("migrate", err)
+			}
+		}
+		if fill := backfills[v+i+1]; fill != nil {
+			if err := fill(ctx, tx); err != nil {
 				return storeErr("migrate", err)
 			}
 		}

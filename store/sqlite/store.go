@@ -18,9 +18,9 @@ import (
 )
 
 // Store is a durable PlanStore, IdempotencyStore, ApprovalStore,
-// StepStore, EventStore and RunLister in one SQLite file. It is safe for
-// concurrent use by many goroutines, and by several processes opening the
-// same file.
+// StepStore, EventStore, RunLister, CeilingStore, Pruner and Recoverer in
+// one SQLite file. It is safe for concurrent use by many goroutines, and
+// by several processes opening the same file.
 type Store struct {
 	// w is the pool that writes: one connection, so writers in this process
 	// queue in the pool instead of spinning on SQLite's busy handler. Its
@@ -40,6 +40,9 @@ type Store struct {
 var (
 	_ store.StepStore        = (*Store)(nil)
 	_ planexec.ApprovalStore = (*Store)(nil)
+	_ store.CeilingStore     = (*Store)(nil)
+	_ store.Pruner           = (*Store)(nil)
+	_ store.Recoverer        = (*Store)(nil)
 )
 
 // Option configures Open.
@@ -234,14 +237,15 @@ func storeErr(op string, err error) error {
 }
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
-// (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted) and store errors as they are,
-// anything else wrapped in a *store.Error.
+// (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted, ErrCeiling) and store
+// errors as they are, anything else wrapped in a *store.Error.
 func fail(op string, err error) error {
 	var se *store.Error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrInFlight), errors.Is(err, store.ErrCompleted), errors.As(err, &se):
+	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrInFlight), errors.Is(err, store.ErrCompleted),
+		errors.Is(err, store.ErrCeiling), errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)
@@ -290,6 +294,10 @@ func nanos(t time.Time) sql.NullInt64 {
 	}
 	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
 }
+
+// instant is t as a column that is never NULL keeps it, to compare with
+// others: nanos, the zero time as the least of times.
+func instant(t time.Time) int64 { return keyOf(nanos(t)) }
 
 // fromNanos is the inverse of nanos, in UTC.
 func fromNanos(n sql.NullInt64) time.Time {
