@@ -93,6 +93,15 @@ func (f ApprovalGateFunc) RequestApproval(ctx context.Context, req ApprovalReque
 	return f(ctx, req)
 }
 
+// DecideLater is the gate of a service in which people decide when they
+// can, not while a run waits: it answers every request pending. The run
+// stops awaiting approval (an *ApprovalPendingError, and RunAwaitingApproval
+// in the store, with the requests in RunInfo.Waiting); record each decision
+// with Run.Decide and go on with Run.Resume.
+var DecideLater ApprovalGate = ApprovalGateFunc(func(_ context.Context, req ApprovalRequest) (Decision, error) {
+	return req.Defer(), nil
+})
+
 // ApprovalStore keeps decisions, so a resume never asks a person twice for
 // the same request. Decisions are scoped by tenant. A store that keeps plans
 // keeps decisions too by implementing it.

@@ -300,6 +300,23 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	return res, err
 }
 
+// StatusOf is where a run stands after Execute, Resume or Do returned err,
+// as the store records it: completed (nil), awaiting approval (an
+// *ApprovalPendingError), in doubt (a step's effect may have landed),
+// interrupted (the run's context ended, or a live holder has a step: resume
+// it later), failed (anything else).
+func StatusOf(err error) RunStatus {
+	var pending *ApprovalPendingError
+	switch {
+	case err == nil:
+		return RunCompleted
+	case errors.As(err, &pending):
+		return RunAwaitingApproval
+	}
+	status, _ := endStatus(context.Background(), err)
+	return status
+}
+
 // endStatus is the status of a run whose execution ended in err: in doubt
 // (waiting for its keys to be resolved) when a step's effect may have
 // landed, interrupted when ctx ended it or a live holder has a step, failed

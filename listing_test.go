@@ -182,3 +182,47 @@ func TestAListingOfWhatNoRunCanBeIsRefused(t *testing.T) {
 		t.Errorf("listing with no store: err = %v, want a *ConfigurationError", err)
 	}
 }
+
+func TestStatusOfSaysWhatTheStoreRecords(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	r := &recorder{fail: func(tool string, args any) error {
+		if b, ok := args.(Booking); ok && b.Flight == "DOUBT" {
+			return errors.New("gateway timeout")
+		}
+		if s, ok := args.(Search); ok && s.Origin == "BAD" {
+			return errors.New("no such airport")
+		}
+		return nil
+	}}
+	approving, _ := hExecutor(t, r, st, nil)
+	later, _ := hExecutor(t, r, st, func(c *planexec.Config) { c.Gate = planexec.DecideLater })
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	seen := map[planexec.RunStatus]bool{}
+	for _, tc := range []struct {
+		id   string
+		ex   *planexec.Executor
+		ctx  context.Context
+		plan planexec.Plan
+	}{
+		{"done", approving, ctx, iOne(iSearch("s1", "LHR"))},
+		{"failed", approving, ctx, iOne(iSearch("s1", "BAD"))},
+		{"doubt", approving, ctx, iOne(step("b1", "book_flight", `{"flight":"DOUBT","seats":1}`))},
+		{"stopped", approving, cancelled, iOne(iSearch("s1", "JFK"))},
+		{"waiting", later, ctx, tripPlan()},
+	} {
+		_, err := hRun(t, tc.ex, "acme", tc.id).Execute(tc.ctx, tc.plan)
+		rec, lerr := st.LoadPlan(ctx, "acme", tc.id)
+		if lerr != nil {
+			t.Fatalf("%s: %v", tc.id, lerr)
+		}
+		if got := planexec.StatusOf(err); got != rec.Status {
+			t.Errorf("%s: StatusOf(%v) = %s, the store records %s", tc.id, err, got, rec.Status)
+		}
+		seen[rec.Status] = true
+	}
+	if len(seen) != 5 {
+		t.Errorf("the runs ended in %d statuses, want 5: %v", len(seen), seen)
+	}
+}

@@ -73,10 +73,7 @@ func newService(st planexec.PlanStore, model llm.Model, refund func(context.Cont
 		Ceiling: &planexec.Ceiling{Amount: decimal.NewFromInt(50), Currency: "GBP", Window: 24 * time.Hour}}); err != nil {
 		return nil, err
 	}
-	later := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
-		return req.Defer(), nil
-	})
-	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tool}, Store: st, Ladder: ladder, Gate: later})
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tool}, Store: st, Ladder: ladder, Gate: planexec.DecideLater})
 	if err != nil {
 		return nil, err
 	}
@@ -117,21 +114,24 @@ func (s *service) submit(w http.ResponseWriter, r *http.Request) {
 	s.outcome(w, run, res, err)
 }
 
-// outcome answers with where the run stands.
+// outcome answers with where the run stands, and what it waits for.
 func (s *service) outcome(w http.ResponseWriter, run *planexec.Run, res *planexec.Result, err error) {
-	body := map[string]any{"run": run.ID(), "status": planexec.RunCompleted}
+	status := planexec.StatusOf(err)
+	body := map[string]any{"run": run.ID(), "status": status}
 	var pending *planexec.ApprovalPendingError
-	switch {
-	case errors.As(err, &pending):
-		body["status"], body["waiting"] = planexec.RunAwaitingApproval, pending.Requests
-		reply(w, http.StatusAccepted, nil, body)
-	case err != nil:
-		body["status"] = planexec.RunFailed
-		reply(w, http.StatusUnprocessableEntity, err, body)
-	default:
+	if errors.As(err, &pending) {
+		body["waiting"], err = pending.Requests, nil
+	} else if res != nil {
 		body["result"] = res.Steps
-		reply(w, http.StatusOK, nil, body)
 	}
+	code := http.StatusUnprocessableEntity // failed, in doubt, interrupted
+	switch status {
+	case planexec.RunCompleted:
+		code = http.StatusOK
+	case planexec.RunAwaitingApproval:
+		code = http.StatusAccepted
+	}
+	reply(w, code, err, body)
 }
 
 func (s *service) list(w http.ResponseWriter, r *http.Request) {
