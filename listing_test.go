@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/memory"
@@ -224,5 +225,55 @@ func TestStatusOfSaysWhatTheStoreRecords(t *testing.T) {
 	}
 	if len(seen) != 5 {
 		t.Errorf("the runs ended in %d statuses, want 5: %v", len(seen), seen)
+	}
+}
+
+func TestARunLeftRunningByADeadExecutorIsListedInterrupted(t *testing.T) {
+	ctx := context.Background()
+	clk := planexec.NewFakeClock()
+	st := memory.New(memory.WithClock(clk.Now))
+	ex, _ := hExecutor(t, &recorder{}, st, func(c *planexec.Config) { c.Now = clk.Now })
+	for i, expires := range []time.Duration{time.Minute, -time.Second, -time.Minute} {
+		p := iOne(iSearch("s1", "LHR"))
+		p.ID, p.Revision = fmt.Sprint("p", i), 1
+		rec := storedPlan(t, "acme", fmt.Sprint("run-", i), p, planexec.RunRunning)
+		rec.Holder, rec.LeaseExpires = "replica", clk.Now().Add(expires)
+		rec.Created, rec.Updated = clk.Now(), clk.Now()
+		if err := st.SavePlan(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	for _, tc := range []struct {
+		status []planexec.RunStatus
+		limit  int
+		want   []string
+	}{
+		{nil, 10, []string{"run-2", "run-1", "run-0"}},
+		{[]planexec.RunStatus{planexec.RunRunning}, 10, []string{"run-0"}},
+		{[]planexec.RunStatus{planexec.RunInterrupted}, 10, []string{"run-2", "run-1"}},
+		{[]planexec.RunStatus{planexec.RunInterrupted}, 1, []string{"run-2", "run-1"}},
+	} {
+		var got []string
+		q := planexec.RunQuery{Status: tc.status, Limit: tc.limit}
+		for {
+			page, err := ex.Runs(ctx, "acme", q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range page.Runs {
+				got = append(got, r.ID)
+				if want := map[string]planexec.RunStatus{"run-0": planexec.RunRunning}[r.ID]; want == "" && r.Status != planexec.RunInterrupted || want != "" && r.Status != want {
+					t.Errorf("%s listed %s", r.ID, r.Status)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			q.After = page.Next
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("listing %v by %d: %v, want %v", tc.status, tc.limit, got, tc.want)
+		}
 	}
 }

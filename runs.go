@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/planexec/planexec/store"
@@ -95,32 +96,58 @@ func (ex *Executor) Runs(ctx context.Context, tenant string, q RunQuery) (RunPag
 			return RunPage{}, err
 		}
 	}
-	// One more than asked tells whether a page follows.
+	// A run left running by an executor that died (its lease ran out) is
+	// interrupted, whatever its record says: listing interrupted runs asks
+	// the store for running ones too, and listing running ones drops them.
+	wants := slices.Clone(q.Status)
+	if slices.Contains(wants, RunInterrupted) && !slices.Contains(wants, RunRunning) {
+		sq.Statuses = append(slices.Clone(sq.Statuses), RunRunning)
+	}
+	now := ex.cfg.Now()
 	want := sq.Limit
+	// One more than asked tells whether a page follows; a page whose runs
+	// are not all shown is read on until it is full or the runs end.
 	sq.Limit++
-	runs, err := lister.ListRuns(ctx, tenant, sq)
-	if err != nil {
-		return RunPage{}, fmt.Errorf("planexec: listing the runs of tenant %s: %w", quote(tenant), err)
-	}
 	var page RunPage
-	if len(runs) > want {
-		runs = runs[:want]
-		last := runs[want-1]
-		page.Next = encodeCursor(last.Updated, last.RunID)
-	}
-	page.Runs = make([]RunInfo, len(runs))
-	for i, s := range runs {
-		info := RunInfo{ID: s.RunID, PlanID: s.PlanID, Status: s.Status, Created: s.Created, Updated: s.Updated}
-		for _, w := range s.Waiting {
-			wait := Wait{Step: w.StepID, Tool: w.Tool, Request: w.Request}
-			if w.Key != "" {
-				wait.Key = Key{Tenant: tenant, Digest: w.Key}
-			}
-			info.Waiting = append(info.Waiting, wait)
+	for {
+		runs, err := lister.ListRuns(ctx, tenant, sq)
+		if err != nil {
+			return RunPage{}, fmt.Errorf("planexec: listing the runs of tenant %s: %w", quote(tenant), err)
 		}
-		page.Runs[i] = info
+		for _, s := range runs {
+			info := runInfo(tenant, s, now)
+			if len(wants) > 0 && !slices.Contains(wants, info.Status) {
+				continue
+			}
+			if len(page.Runs) == want {
+				last := page.Runs[want-1]
+				page.Next = encodeCursor(last.Updated, last.ID)
+				return page, nil
+			}
+			page.Runs = append(page.Runs, info)
+		}
+		if len(runs) < sq.Limit {
+			return page, nil
+		}
+		last := runs[len(runs)-1]
+		sq.AfterUpdated, sq.AfterRunID = last.Updated, last.RunID
 	}
-	return page, nil
+}
+
+// runInfo is how a listing shows s at now.
+func runInfo(tenant string, s store.RunSummary, now time.Time) RunInfo {
+	info := RunInfo{ID: s.RunID, PlanID: s.PlanID, Status: s.Status, Created: s.Created, Updated: s.Updated}
+	if s.Status == RunRunning && !now.Before(s.LeaseExpires) {
+		info.Status = RunInterrupted
+	}
+	for _, w := range s.Waiting {
+		wait := Wait{Step: w.StepID, Tool: w.Tool, Request: w.Request}
+		if w.Key != "" {
+			wait.Key = Key{Tenant: tenant, Digest: w.Key}
+		}
+		info.Waiting = append(info.Waiting, wait)
+	}
+	return info
 }
 
 func isRunStatus(s RunStatus) bool {
@@ -132,16 +159,18 @@ func isRunStatus(s RunStatus) bool {
 	return false
 }
 
-// encodeCursor names the run a page ended with: its update time and id.
+// encodeCursor names the run a page ended with: its update time (seconds
+// and nanoseconds, so any time round-trips) and id.
 func encodeCursor(updated time.Time, runID string) string {
-	b := binary.BigEndian.AppendUint64(nil, uint64(updated.UnixNano()))
+	b := binary.BigEndian.AppendUint64(nil, uint64(updated.Unix()))
+	b = binary.BigEndian.AppendUint32(b, uint32(updated.Nanosecond()))
 	return base64.RawURLEncoding.EncodeToString(append(b, runID...))
 }
 
 func decodeCursor(c string) (time.Time, string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil || len(b) < 8 {
+	if err != nil || len(b) < 12 || binary.BigEndian.Uint32(b[8:]) >= 1e9 {
 		return time.Time{}, "", fmt.Errorf("planexec: listing runs: not a listing's cursor: %w", ErrInvalidQuery)
 	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(), string(b[8:]), nil
+	return time.Unix(int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint32(b[8:]))).UTC(), string(b[12:]), nil
 }

@@ -192,7 +192,7 @@ func TestALiveExecutionKeepsItsRunFromRecoveryWhileAStepOutlastsTheLease(t *test
 	st := memory.New()
 	held := newHoldFirst()
 	r := &recorder{fail: func(string, any) error { held.hold(); return nil }}
-	const lease = 60 * time.Millisecond
+	const lease = 300 * time.Millisecond
 	ex, _ := hExecutor(t, r, st, func(c *planexec.Config) { c.Lease = lease })
 	done := make(chan error, 1)
 	go func() {
@@ -201,7 +201,7 @@ func TestALiveExecutionKeepsItsRunFromRecoveryWhileAStepOutlastsTheLease(t *test
 	}()
 	<-held.entered
 	// Several leases go by while the step runs: the run's lease is moved on.
-	time.Sleep(4 * lease)
+	time.Sleep(3 * lease)
 	other, _ := hExecutor(t, r, st, func(c *planexec.Config) { c.Lease = lease })
 	got, err := other.Recover(ctx, 0)
 	held.open()

@@ -189,8 +189,11 @@ type RunSummary struct {
 	PlanID  string
 	Status  RunStatus
 	Waiting []Wait
-	Created time.Time
-	Updated time.Time
+	// LeaseExpires is the running run's lease (PlanRecord.LeaseExpires):
+	// a running run whose lease ran out was left by an executor that died.
+	LeaseExpires time.Time
+	Created      time.Time
+	Updated      time.Time
 }
 
 // RunLister is the capability of a store that lists a tenant's runs by

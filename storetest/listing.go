@@ -137,6 +137,25 @@ func runListing(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("A running run is listed with its lease", func(t *testing.T) {
+		k := setup(t, open)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())
+		rec.Holder, rec.LeaseExpires = "worker-1", k.clk.Now().Add(time.Minute)
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		save(t, k, "acme", "run-2", store.RunCompleted, nil)
+		for _, s := range k.listAll(t, "acme", nil, 10) {
+			want := time.Time{}
+			if s.RunID == "run-1" {
+				want = rec.LeaseExpires
+			}
+			if !sameInstant(s.LeaseExpires, want) {
+				t.Errorf("run %s listed with lease %v, want %v", s.RunID, s.LeaseExpires, want)
+			}
+		}
+	})
+
 	t.Run("A listing shows one tenant's runs only, and a saved run's new status", func(t *testing.T) {
 		k := setup(t, open)
 		save(t, k, "acme", "run-1", store.RunAwaitingApproval, []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "r"}})

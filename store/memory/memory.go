@@ -426,7 +426,7 @@ func (s *Store) ListRuns(_ context.Context, tenant string, q store.RunQuery) ([]
 			}
 		}
 		out = append(out, store.RunSummary{RunID: r.rec.RunID, PlanID: r.rec.PlanID, Status: r.rec.Status,
-			Waiting: slices.Clone(r.rec.Waiting), Created: r.rec.Created, Updated: r.rec.Updated})
+			Waiting: slices.Clone(r.rec.Waiting), LeaseExpires: r.rec.LeaseExpires, Created: r.rec.Created, Updated: r.rec.Updated})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b store.RunSummary) int {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -20,7 +21,7 @@ import (
 // only drops the runs updated at $2 that came before: a page is a range
 // scan of plans_by_update or plans_by_status, whatever the depth.
 const (
-	runColumns = `run_id, plan_id, version, status, waiting, created, updated`
+	runColumns = `run_id, plan_id, version, status, waiting, created, updated, lease_expires`
 	afterRun   = `updated <= $2 AND (updated < $2 OR run_id COLLATE "C" > $3)`
 	runOrder   = `updated DESC, run_id COLLATE "C"`
 	// listRunsSQL lists every status.
@@ -99,8 +100,9 @@ func scanRuns(rows pgx.Rows, out []store.RunSummary) ([]store.RunSummary, error)
 		version int
 		status  string
 		waiting []byte
+		lease   pgtype.Timestamptz
 	)
-	_, err := pgx.ForEachRow(rows, []any{&r.RunID, &r.PlanID, &version, &status, &waiting, &r.Created, &r.Updated}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&r.RunID, &r.PlanID, &version, &status, &waiting, &r.Created, &r.Updated, &lease}, func() error {
 		what := fmt.Sprintf("the listing of run %q", r.RunID)
 		switch {
 		case version > storecodec.PlanVersion:
@@ -115,7 +117,10 @@ func scanRuns(rows pgx.Rows, out []store.RunSummary) ([]store.RunSummary, error)
 		if r.Waiting, err = storecodec.DecodeWaiting(r.RunID, waiting); err != nil {
 			return err
 		}
-		r.Created, r.Updated = r.Created.UTC(), r.Updated.UTC()
+		r.Created, r.Updated, r.LeaseExpires = r.Created.UTC(), r.Updated.UTC(), time.Time{}
+		if lease.Valid {
+			r.LeaseExpires = lease.Time.UTC()
+		}
 		out = append(out, r)
 		return nil
 	})

@@ -79,6 +79,7 @@ type listed struct {
 	status           string
 	waiting          []byte
 	created, updated sql.NullInt64
+	leaseExpires     sql.NullInt64
 	key              int64 // listKey's value
 }
 
@@ -112,7 +113,7 @@ func listRange(ctx context.Context, tx on, tenant string, status *store.RunStatu
 	var out []listed
 	for rows.Next() {
 		var r listed
-		if err := rows.Scan(&r.runID, &r.planID, &r.version, &r.status, &r.waiting, &r.created, &r.updated); err != nil {
+		if err := rows.Scan(&r.runID, &r.planID, &r.version, &r.status, &r.waiting, &r.created, &r.updated, &r.leaseExpires); err != nil {
 			return nil, err
 		}
 		r.key = keyOf(r.updated)
@@ -146,7 +147,7 @@ func (r listed) summary() (store.RunSummary, error) {
 		return store.RunSummary{}, err
 	}
 	return store.RunSummary{RunID: r.runID, PlanID: r.planID, Status: store.RunStatus(r.status), Waiting: waiting,
-		Created: fromNanos(r.created), Updated: fromNanos(r.updated)}, nil
+		LeaseExpires: fromNanos(r.leaseExpires), Created: fromNanos(r.created), Updated: fromNanos(r.updated)}, nil
 }
 
 // distinct returns statuses without repeats, in their first order.

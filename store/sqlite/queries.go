@@ -29,7 +29,7 @@ const (
 	// the second leaves out the runs of the cursor's instant up to the
 	// cursor's run id.
 	listKey      = `ifnull(updated, -9223372036854775807 - 1)`
-	runColumns   = `SELECT run_id, plan_id, version, status, waiting, created, updated FROM plans`
+	runColumns   = `SELECT run_id, plan_id, version, status, waiting, created, updated, lease_expires FROM plans`
 	listOrder    = ` ORDER BY ` + listKey + ` DESC, run_id`
 	qRunsFirst   = runColumns + ` WHERE tenant = ?1` + listOrder + ` LIMIT ?2`
 	qRunsAfter   = runColumns + ` WHERE tenant = ?1 AND ` + listKey + ` <= ?2 AND (` + listKey + ` < ?2 OR run_id > ?3)` + listOrder + ` LIMIT ?4`
