@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sync"
 	"time"
+
+	"github.com/planexec/planexec/store"
 )
 
 // ApprovalRequest asks a person to clear one step. Its ID digests the tenant,
@@ -108,8 +110,27 @@ var DecideLater ApprovalGate = ApprovalGateFunc(func(_ context.Context, req Appr
 type ApprovalStore interface {
 	// Decision returns the decision recorded for requestID, or ErrNoRecord.
 	Decision(ctx context.Context, tenant, requestID string) (Decision, error)
-	// SaveDecision records d, replacing an earlier decision for its request.
+	// SaveDecision records d for its request, unless the decision
+	// recorded for it settles the request already: a denial, or, when d
+	// approves, an approval that has not expired at d.DecidedAt. That is
+	// store.ErrDecided, and nothing changes: of two people deciding one
+	// request at once, the first decision recorded stands. A denial may
+	// replace an approval (it is withdrawn: a step not yet run will not),
+	// and any decision replaces an approval that expired.
 	SaveDecision(ctx context.Context, tenant string, d Decision) error
+}
+
+// Stands reports whether d, recorded, still decides its request at now: a
+// denial always does, an approval until it expires.
+func (d Decision) Stands(now time.Time) bool {
+	return d.Status == Denied || (d.Status == Approved && !d.expired(now))
+}
+
+// Keeps reports whether d, recorded, stays recorded when next is saved for
+// its request: the rule of ApprovalStore.SaveDecision, for those who write
+// a store.
+func (d Decision) Keeps(next Decision) bool {
+	return d.Status == Denied || (d.Status == Approved && next.Status == Approved && !d.expired(next.DecidedAt))
 }
 
 // decisions is where an executor whose store keeps no decisions keeps them:
@@ -135,6 +156,10 @@ func (s *decisions) SaveDecision(_ context.Context, tenant string, d Decision) e
 	if s.m == nil {
 		s.m = map[[2]string]Decision{}
 	}
-	s.m[[2]string{tenant, d.RequestID}] = d
+	k := [2]string{tenant, d.RequestID}
+	if prev, ok := s.m[k]; ok && prev.Keeps(d) {
+		return store.ErrDecided
+	}
+	s.m[k] = d
 	return nil
 }

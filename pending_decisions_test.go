@@ -6,6 +6,9 @@ package planexec_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/planexec/planexec"
@@ -66,5 +69,33 @@ func TestADecisionForAnotherTenantsOrRunsRequestIsRefused(t *testing.T) {
 	}
 	if asked := gate.Asked(); len(asked) != 2 {
 		t.Errorf("the gate was asked %d times, want twice: a refused decision cleared the step", len(asked))
+	}
+}
+
+func TestOfPeopleDecidingOneRequestAtOnceTheFirstDecisionStands(t *testing.T) {
+	ctx := context.Background()
+	run, _, _, pending := cExecutePending(t)
+	req := pending.Requests[0]
+	var wg sync.WaitGroup
+	var recorded atomic.Int64
+	for i := range 8 {
+		wg.Go(func() {
+			d := req.Approve(fmt.Sprint("person-", i))
+			if i%2 == 1 {
+				d = req.Deny(fmt.Sprint("person-", i), "no")
+			}
+			switch err := run.Decide(ctx, d); {
+			case err == nil:
+				recorded.Add(1)
+			case !errors.Is(err, planexec.ErrNotPending):
+				t.Errorf("Decide: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	// An approval can be withdrawn by a denial racing it; past that, every
+	// decision after the first that settles the request is refused.
+	if n := recorded.Load(); n < 1 || n > 2 {
+		t.Errorf("%d decisions recorded, want the first (and at most a denial withdrawing it)", n)
 	}
 }

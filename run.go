@@ -297,7 +297,12 @@ func (r *Run) Decide(ctx context.Context, d Decision) error {
 	if err := r.pending(ctx, d.RequestID, now); err != nil {
 		return err
 	}
-	return r.ex.approvals.SaveDecision(ctx, r.d.Tenant, d)
+	// The store keeps the first decision of people deciding at once.
+	err := r.ex.approvals.SaveDecision(ctx, r.d.Tenant, d)
+	if errors.Is(err, store.ErrDecided) {
+		return fmt.Errorf("planexec: request %s of run %s: it is already decided: %w", quote(d.RequestID), quote(r.d.RunID), ErrNotPending)
+	}
+	return err
 }
 
 // pending checks that the stored run awaits a decision on request.
@@ -325,7 +330,7 @@ func (r *Run) pending(ctx context.Context, request string, now time.Time) error 
 		return nil
 	case err != nil:
 		return fmt.Errorf("planexec: reading the decision on request %s: %w", quote(request), err)
-	case prev.Status == Denied || (prev.Status == Approved && !prev.expired(now)):
+	case prev.Stands(now):
 		return notPending("it is already decided (" + string(prev.Status) + ")")
 	}
 	return nil

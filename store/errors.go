@@ -20,6 +20,10 @@ var ErrCompleted = errors.New("planexec: the effect is already recorded as done"
 // store.ErrInFlight is this error.
 var ErrInFlight = errors.New("planexec: in flight with a live holder")
 
+// ErrDecided reports a decision for a request that already has one that
+// stands (see planexec.ApprovalStore.SaveDecision). Nothing was recorded.
+var ErrDecided = errors.New("planexec: the request is already decided")
+
 // ErrFenced reports a write from a holder whose claim was since taken over
 // (its epoch is stale). The write is refused so it cannot overwrite the
 // newer one.

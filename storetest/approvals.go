@@ -3,6 +3,8 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,6 +98,65 @@ func runApprovalStore(t *testing.T, open Open) {
 		}
 		for _, d := range diffDecision(got, withdrawn) {
 			t.Error(d)
+		}
+	})
+
+	t.Run("A decision that settles its request is kept: ErrDecided, nothing changes", func(t *testing.T) {
+		k := setup(t, open)
+		now := k.clk.Now()
+		approved := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana", DecidedAt: now, Expires: now.Add(time.Hour)}
+		denied := planexec.Decision{RequestID: "rec-2", Status: planexec.Denied, Approver: "lee", Why: "no", DecidedAt: now}
+		for _, d := range []planexec.Decision{approved, denied} {
+			if err := k.Approvals.SaveDecision(k.ctx, "acme", d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			name string
+			next planexec.Decision
+			kept planexec.Decision
+		}{
+			{"an approval over a live approval", planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "eve", DecidedAt: now.Add(time.Minute)}, approved},
+			{"an approval over a denial", planexec.Decision{RequestID: "rec-2", Status: planexec.Approved, Approver: "eve", DecidedAt: now.Add(time.Minute)}, denied},
+			{"a denial over a denial", planexec.Decision{RequestID: "rec-2", Status: planexec.Denied, Approver: "eve", DecidedAt: now.Add(time.Minute)}, denied},
+		} {
+			if err := k.Approvals.SaveDecision(k.ctx, "acme", c.next); !errors.Is(err, store.ErrDecided) {
+				t.Errorf("%s: err = %v, want ErrDecided", c.name, err)
+			}
+			got, err := k.Approvals.Decision(k.ctx, "acme", c.next.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range diffDecision(got, c.kept) {
+				t.Errorf("%s: %s", c.name, d)
+			}
+		}
+		// An approval that expired is replaced, by an approval too.
+		again := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "eve", DecidedAt: now.Add(2 * time.Hour)}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", again); err != nil {
+			t.Errorf("an approval over an expired one: %v", err)
+		}
+	})
+
+	t.Run("Of people deciding one request at once, one decision is recorded", func(t *testing.T) {
+		k := setup(t, open)
+		const people = 8
+		var wg sync.WaitGroup
+		var won atomic.Int64
+		for i := range people {
+			wg.Go(func() {
+				d := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: fmt.Sprint("person-", i), DecidedAt: k.clk.Now()}
+				switch err := k.Approvals.SaveDecision(k.ctx, "acme", d); {
+				case err == nil:
+					won.Add(1)
+				case !errors.Is(err, store.ErrDecided):
+					t.Errorf("SaveDecision: %v", err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := won.Load(); n != 1 {
+			t.Errorf("%d decisions recorded, want 1", n)
 		}
 	})
 

@@ -177,7 +177,11 @@ func (s *Store) Decision(_ context.Context, tenant, requestID string) (planexec.
 func (s *Store) SaveDecision(_ context.Context, tenant string, d planexec.Decision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.decisions[[2]string{tenant, d.RequestID}] = d
+	k := [2]string{tenant, d.RequestID}
+	if prev, ok := s.decisions[k]; ok && prev.Keeps(d) {
+		return store.ErrDecided
+	}
+	s.decisions[k] = d
 	return nil
 }
 
