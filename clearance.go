@@ -10,6 +10,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec/internal/canonjson"
+	"github.com/planexec/planexec/store"
 )
 
 // clearance is how one step was cleared to run.
@@ -126,6 +127,16 @@ func (r *Run) approvalRequest(v *vplan, s *vstep, class, why string) (ApprovalRe
 // decision finds the recorded decision for req or asks the gate, and returns
 // a granted or pending decision, or the denial as an error.
 func (r *Run) decision(ctx context.Context, req ApprovalRequest, ev func(Event) time.Time) (Decision, error) {
+	return r.clearRequest(ctx, req, ev, false)
+}
+
+// recorded is decision again, after a gate's answer could not be recorded
+// because another's was first: it finds that one.
+func (r *Run) recorded(ctx context.Context, req ApprovalRequest, ev func(Event) time.Time) (Decision, error) {
+	return r.clearRequest(ctx, req, ev, true)
+}
+
+func (r *Run) clearRequest(ctx context.Context, req ApprovalRequest, ev func(Event) time.Time, retried bool) (Decision, error) {
 	now := r.ex.cfg.Now()
 	deny := func(dec Decision, why string, replayed bool) (Decision, error) {
 		ev(Event{Kind: EventApprovalDenied, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Approver: dec.Approver, Replayed: replayed, Detail: why})
@@ -158,6 +169,9 @@ func (r *Run) decision(ctx context.Context, req ApprovalRequest, ev func(Event) 
 			return deny(dec, "the decision had already expired", false)
 		}
 		if err := r.ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
+			if errors.Is(err, store.ErrDecided) && !retried {
+				return r.recorded(ctx, req, ev) // another executor recorded one first: it stands
+			}
 			return Decision{}, fmt.Errorf("planexec: recording the approval of step %s: %w", quote(req.StepID), err)
 		}
 		ev(Event{Kind: EventApprovalGranted, StepID: req.StepID, Tool: req.Tool, Request: req.ID, Approver: dec.Approver})
@@ -167,6 +181,9 @@ func (r *Run) decision(ctx context.Context, req ApprovalRequest, ev func(Event) 
 		return dec, nil
 	case Denied:
 		if err := r.ex.approvals.SaveDecision(ctx, req.Tenant, dec); err != nil {
+			if errors.Is(err, store.ErrDecided) && !retried {
+				return r.recorded(ctx, req, ev)
+			}
 			return Decision{}, fmt.Errorf("planexec: recording the denial of step %s: %w", quote(req.StepID), err)
 		}
 		return deny(dec, dec.Why, false)

@@ -99,3 +99,44 @@ func TestOfPeopleDecidingOneRequestAtOnceTheFirstDecisionStands(t *testing.T) {
 		t.Errorf("%d decisions recorded, want the first (and at most a denial withdrawing it)", n)
 	}
 }
+
+func TestExecutorsAskingAtOnceActOnTheDecisionRecordedFirst(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	r := &recorder{}
+	var asked sync.WaitGroup
+	asked.Add(2)
+	var results [2]*planexec.Result
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range 2 {
+		ex, gate := hExecutor(t, r, st, nil)
+		gate.answer = func(req planexec.ApprovalRequest) planexec.Decision {
+			// Both gates are asked before either answers: both answers
+			// reach the store, and only the first is recorded.
+			asked.Done()
+			asked.Wait()
+			return req.Approve(fmt.Sprint("person-", i))
+		}
+		run := hRun(t, ex, "acme", "run-1")
+		wg.Go(func() { results[i], errs[i] = run.Execute(ctx, iOne(iBooking("b1"))) })
+	}
+	wg.Wait()
+	var approvers []string
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			approvers = append(approvers, results[i].Steps["b1"].ApprovedBy)
+		case !errors.Is(err, planexec.ErrInFlight):
+			// The other execution had the booking in flight: wait and
+			// resume. Anything else is a failure to act on the record.
+			t.Errorf("Execute %d: %v", i, err)
+		}
+	}
+	if calls := callsOf(r, "book_flight"); calls != 1 {
+		t.Errorf("the booking ran %d times, want once", calls)
+	}
+	if len(approvers) == 2 && approvers[0] != approvers[1] {
+		t.Errorf("the executions acted on two approvals, %v: want the one recorded first", approvers)
+	}
+}

@@ -348,7 +348,12 @@ func (j *journal) Decision(_ context.Context, tenant, requestID string) (planexe
 }
 
 func (j *journal) SaveDecision(_ context.Context, tenant string, d planexec.Decision) error {
-	return j.do(func() error { return j.write(entry{Decision: &decisionEntry{tenant, d}}) })
+	return j.do(func() error {
+		if prev, ok := j.decisions[decisionKey{tenant, d.RequestID}]; ok && prev.Keeps(d) {
+			return store.ErrDecided
+		}
+		return j.write(entry{Decision: &decisionEntry{tenant, d}})
+	})
 }
 
 func (j *journal) Record(_ context.Context, run, step string) error {

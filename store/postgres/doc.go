@@ -70,8 +70,10 @@
 //     Prune drops claims, and only settled ones of effects once per run. A
 //     completed claim's outcome is never NULL (an empty one is zero bytes).
 //   - approvals: one row per decision (tenant, record_id: the request id),
-//     with its layout version, status and time (decided_at) as columns and
-//     the decision as a JSON document; approvals_by_decision (tenant,
+//     with its layout version, status, time (decided_at) and when an
+//     approval stops counting (expires: 'infinity' for never; given from
+//     their documents to rows written before version 3) as columns and the
+//     decision as a JSON document; approvals_by_decision (tenant,
 //     decided_at) serves pruning.
 //   - events: one row per event of a run's history (tenant, run_id, seq),
 //     the event's JSON document in event; histories: one row per run that
@@ -123,6 +125,24 @@
 // for a step that did not run. A listing refuses a run it cannot read in
 // the same way, rather than show it as something it is not. Events and
 // delegations are kept as they were given and never read by the store.
+//
+// # Decisions
+//
+// SaveDecision is one conditional upsert (INSERT … ON CONFLICT DO UPDATE …
+// WHERE) that reads the row's status and expires columns, never its
+// document: it records the decision unless the one recorded settles the
+// request (a denial, or, when the new decision approves, an approval that
+// has not expired when it is made), and then returns [store.ErrDecided]
+// and changes nothing. The statement judges the row as the last writer
+// left it, under its lock, so of people deciding one request at once, on
+// any replica, one decision is recorded and the others get ErrDecided.
+// Expiries are compared to the microsecond: an approval whose expiry is
+// not a whole microsecond counts until the next one. A decision a newer
+// version wrote is never replaced (a *store.Error wrapping
+// [store.ErrNewerRecord]); one kept whose document cannot be read is a
+// *store.Error wrapping [store.ErrCorruptRecord]. A replica still running
+// an earlier version of this package, which would replace any decision,
+// fails to record one: the expires column has no default.
 //
 // # Claims, leases and fencing
 //
@@ -234,9 +254,10 @@
 // transaction of two statements; loading one is one statement, the plan and
 // its steps read in one snapshot. Appending events is one statement, and so
 // is reading a page of a history or of a listing. Forget is one transaction
-// of four statements. A spend is one round trip and one commit; Stalled,
-// TakeRun and ExtendRun one statement each; Prune one transaction of up to
-// eleven statements.
+// of four statements. Saving a decision is one statement; one kept costs
+// a second read, to say why. A spend is one round trip and one commit;
+// Stalled, TakeRun and ExtendRun one statement each; Prune one
+// transaction of up to eleven statements.
 //
 // # Errors
 //
@@ -244,7 +265,8 @@
 // statement is a [*store.Error] with Store "postgres" and the
 // operation in Op; nothing is recorded as done that was not. Answers are the
 // planexec sentinels, as the memory store gives them: [store.ErrNoRecord],
-// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted].
+// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted],
+// [store.ErrDecided].
 //
 // # Testing
 //

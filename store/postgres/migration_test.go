@@ -131,7 +131,10 @@ func mustJSON(t *testing.T, v any) []byte {
 // for, their delegation and their events. A run it left running has no
 // lease, and is found stalled and taken to be recovered. Its claims are
 // once per run, and its claims and decisions are pruned as those written
-// since are; ceilings are counted.
+// since are; ceilings are counted. Its decisions are given their expiry
+// (and the first layout's "granted" the status approved) from their
+// documents, so that SaveDecision keeps and replaces them by its rule as
+// it does those written since.
 func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -160,6 +163,25 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		('acme', 'k-gone', 'completed', 1, 'h', now(), convert_to('"ok"', 'UTF8'), 'run-forgotten', 's1', 'notify', 1)`)
 	decisionDoc := mustJSON(t, map[string]any{"version": 2, "request_id": "r1", "status": "approved", "approver": "ana", "decided_at": created})
 	sqlExec(t, schema, `INSERT INTO approvals (tenant, record_id, version, status, decision, decided_at) VALUES ('acme', 'r1', 2, 'approved', $1, $2)`, decisionDoc, created)
+	// A decision the first version wrote ("granted", carried over to
+	// bytea by migration 2), one that expires, one pending, one damaged.
+	expires := created.Add(time.Hour)
+	for _, d := range []struct {
+		id, status string
+		version    int
+		doc        []byte
+	}{
+		{"r-first", "granted", 1, mustJSON(t, map[string]any{"version": 1, "record_id": "r-first", "status": "granted", "approver": "lee", "reason": "",
+			"decided_at": created, "expires": time.Time{}})},
+		{"r-expiring", "approved", 2, mustJSON(t, map[string]any{"version": 2, "request_id": "r-expiring", "status": "approved", "approver": "ana",
+			"decided_at": created, "expires": expires})},
+		{"r-pending", "pending", 2, mustJSON(t, map[string]any{"version": 2, "request_id": "r-pending", "status": "pending", "decided_at": created,
+			"expires": time.Time{}})},
+		{"r-damaged", "approved", 2, []byte("not json")},
+	} {
+		sqlExec(t, schema, `INSERT INTO approvals (tenant, record_id, version, status, decision, decided_at) VALUES ('acme', $1, $2, $3, $4, $5)`,
+			d.id, d.version, d.status, d.doc, created)
+	}
 
 	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema))
 	if err != nil {
@@ -191,6 +213,80 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "claims"}.Sanitize()+" WHERE per_tenant").Scan(&perTenant); err != nil || perTenant != 0 {
 		t.Errorf("%d claims of the second schema are once per tenant, want none (%v)", perTenant, err)
 	}
+	// The decisions' columns, then SaveDecision's rule over them.
+	type columns struct {
+		status  string
+		expires *time.Time // nil: never ('infinity')
+	}
+	migrated := map[string]columns{}
+	rows, err := pool.Query(ctx, "SELECT record_id, status, CASE WHEN isfinite(expires) THEN expires END FROM "+pgx.Identifier{schema, "approvals"}.Sanitize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var (
+			id string
+			c  columns
+		)
+		if err := rows.Scan(&id, &c.status, &c.expires); err != nil {
+			t.Fatal(err)
+		}
+		migrated[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]columns{
+		"r1":         {"approved", nil},
+		"r-first":    {"approved", nil},
+		"r-expiring": {"approved", &expires},
+		"r-pending":  {"pending", nil},
+		"r-damaged":  {"approved", nil}, // as it was, never expiring
+	} {
+		got := migrated[id]
+		if got.status != want.status || (got.expires == nil) != (want.expires == nil) || got.expires != nil && !got.expires.Equal(*want.expires) {
+			t.Errorf("decision %s after the migration: status %q, expires %v; want %q, %v (nil: never)", id, got.status, got.expires, want.status, want.expires)
+		}
+	}
+	approval := func(id string, at time.Time) planexec.Decision {
+		return planexec.Decision{RequestID: id, Status: planexec.Approved, Approver: "eve", DecidedAt: at}
+	}
+	for _, c := range []struct {
+		what string
+		next planexec.Decision
+		want error // nil: recorded
+	}{
+		{"an approval over an approval that never expires", approval("r1", created.Add(time.Hour)), store.ErrDecided},
+		{"an approval over one of the first layout", approval("r-first", created.Add(time.Hour)), store.ErrDecided},
+		{"a denial withdrawing it", planexec.Decision{RequestID: "r-first", Status: planexec.Denied, Approver: "eve", DecidedAt: created.Add(time.Hour)}, nil},
+		{"an approval over that denial", approval("r-first", created.Add(2*time.Hour)), store.ErrDecided},
+		{"an approval a nanosecond before the approval expires", approval("r-expiring", expires.Add(-time.Nanosecond)), store.ErrDecided},
+		{"an approval when it expires", approval("r-expiring", expires), nil},
+		{"an approval over a pending decision", approval("r-pending", created.Add(time.Hour)), nil},
+	} {
+		before, err := s.Decision(ctx, "acme", c.next.RequestID)
+		if err != nil {
+			t.Fatalf("%s: Decision before: %v", c.what, err)
+		}
+		if err := s.SaveDecision(ctx, "acme", c.next); err != c.want {
+			t.Errorf("%s: SaveDecision = %v, want %v", c.what, err, c.want)
+		}
+		want := before
+		if c.want == nil {
+			want = c.next
+		}
+		if got, err := s.Decision(ctx, "acme", c.next.RequestID); err != nil || got.Status != want.Status || got.Approver != want.Approver || !got.DecidedAt.Equal(want.DecidedAt) {
+			t.Errorf("%s: the decision recorded is %+v, %v; want %+v", c.what, got, err, want)
+		}
+	}
+	// The damaged approval is kept, as its columns say, and refused as
+	// Decision refuses it.
+	wantStoreError(t, "an approval over a damaged approval", s.SaveDecision(ctx, "acme", approval("r-damaged", created.Add(time.Hour))), store.ErrCorruptRecord)
+	var damaged []byte
+	if err := pool.QueryRow(ctx, "SELECT decision FROM "+pgx.Identifier{schema, "approvals"}.Sanitize()+" WHERE record_id = 'r-damaged'").Scan(&damaged); err != nil || string(damaged) != "not json" {
+		t.Errorf("the damaged decision after SaveDecision = %q, %v; want it as it was", damaged, err)
+	}
+
 	// Left running with no lease: stalled, and taken once.
 	if stalled, err := s.Stalled(ctx, time.Now(), 10); err != nil || len(stalled) != 1 || stalled[0] != (store.RunRef{Tenant: "acme", RunID: "run-1"}) {
 		t.Errorf("Stalled = %+v, %v; want the run left running", stalled, err)
@@ -244,13 +340,14 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		t.Errorf("after saving again: %+v, %v", again, err)
 	}
 
-	// Spends are counted; pruning drops the decision and the claim of the
-	// run that is gone, and nothing of the run that waits.
+	// Spends are counted; pruning drops the decisions (all made before the
+	// cut, the replaced ones included) and the claim of the run that is
+	// gone, and nothing of the run that waits.
 	if err := s.Spend(ctx, store.Spend{Tenant: "acme", Grant: "g", Key: "k-s2", Amount: decimal.RequireFromString("12.50"), At: updated}, time.Hour, decimal.RequireFromString("20")); err != nil {
 		t.Errorf("Spend: %v", err)
 	}
 	pruned, err := s.Prune(ctx, "acme", updated.Add(24*time.Hour))
-	if want := (store.Pruned{Claims: 1, Decisions: 1, Spends: 1}); err != nil || pruned != want {
+	if want := (store.Pruned{Claims: 1, Decisions: 5, Spends: 1}); err != nil || pruned != want {
 		t.Errorf("Prune = %+v, %v; want %+v", pruned, err, want)
 	}
 	if _, err := s.Decision(ctx, "acme", "r1"); !errors.Is(err, store.ErrNoRecord) {

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -146,6 +148,18 @@ var migrations = [...][]string{
 		`ALTER TABLE {s}.claims ADD COLUMN per_tenant boolean NOT NULL DEFAULT false`,
 		// Pruning drops a tenant's decisions made before a time.
 		`CREATE INDEX approvals_by_decision ON {s}.approvals (tenant, decided_at)`,
+		// When an approval stops counting ('infinity': never), which
+		// SaveDecision's rule reads with the status column. Decisions
+		// stored before are given theirs from their documents by
+		// backfillDecisions, which gives an approval of the first
+		// layout ("granted" in its status column) the status approved
+		// too; one whose document cannot be read keeps its status and
+		// never expires. Then the default goes: a replica still running
+		// an earlier version of this package, whose SaveDecision replaces
+		// any decision, fails to record one rather than record one
+		// without its expiry.
+		`ALTER TABLE {s}.approvals ADD COLUMN expires timestamptz NOT NULL DEFAULT 'infinity'`,
+		`ALTER TABLE {s}.approvals ALTER COLUMN expires DROP DEFAULT`,
 		// What windowed grants let through: one row per step that spent
 		// under a grant (its key digest, unique per grant), with the
 		// tenant of its run, the amount (numeric: exact) and its time.
@@ -168,6 +182,54 @@ var migrations = [...][]string{
 			grant_id text PRIMARY KEY
 		)`,
 	},
+}
+
+// backfills[v], when set, runs right after the statements of migration v,
+// in the same transaction: what SQL alone cannot carry over. It is given
+// the quoted schema name.
+var backfills = map[int]func(ctx context.Context, tx pgx.Tx, schema string) error{
+	3: backfillDecisions,
+}
+
+// backfillDecisions gives each decision stored before version 3 the
+// status and expiry SaveDecision's rule reads, from its document as
+// Decision reads it: the first layout's "granted" is approved, and an
+// approval with no expiry keeps 'infinity'. A document that cannot be
+// read (damaged, or of a newer layout) leaves the row as it is.
+func backfillDecisions(ctx context.Context, tx pgx.Tx, schema string) error {
+	rows, err := tx.Query(ctx, `SELECT tenant, record_id, version, status, decision FROM `+schema+`.approvals`)
+	if err != nil {
+		return err
+	}
+	var (
+		tenants, ids, statuses []string
+		expiries               []pgtype.Timestamptz
+	)
+	for rows.Next() {
+		var (
+			tenant, id, status string
+			version            int
+			doc                []byte
+		)
+		if err := rows.Scan(&tenant, &id, &version, &status, &doc); err != nil {
+			rows.Close()
+			return err
+		}
+		d, err := storecodec.DecodeDecision(id, version, doc)
+		if err != nil || (string(d.Status) == status && d.Expires.IsZero()) {
+			continue // unreadable, or its columns say all there is already
+		}
+		tenants, ids, statuses = append(tenants, tenant), append(ids, id), append(statuses, string(d.Status))
+		expiries = append(expiries, expiry(d.Expires))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil || len(ids) == 0 {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE `+schema+`.approvals AS a SET status = u.status, expires = u.expires
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[]) AS u (tenant, record_id, status, expires)
+WHERE a.tenant = u.tenant AND a.record_id = u.record_id`, tenants, ids, statuses, expiries)
+	return err
 }
 
 // SchemaVersion is the version of the tables this package reads and writes.
@@ -212,6 +274,11 @@ func (s *Store) migrate(ctx context.Context, schema string, version int) error {
 		for v := current + 1; v <= version; v++ {
 			for _, stmt := range migrations[v] {
 				if _, err := tx.Exec(ctx, strings.ReplaceAll(stmt, "{s}", ident)); err != nil {
+					return fmt.Errorf("migrating to version %d: %w", v, err)
+				}
+			}
+			if fill := backfills[v]; fill != nil {
+				if err := fill(ctx, tx, ident); err != nil {
 					return fmt.Errorf("migrating to version %d: %w", v, err)
 				}
 			}

@@ -78,6 +78,58 @@ func TestTwoStoresOnOneFileAcquireEachKeyExactlyOnce(t *testing.T) {
 	}
 }
 
+// Of people approving one request at once through two stores on one file
+// (two connections), one decision is recorded: each of the others is told
+// store.ErrDecided, and both stores read back the one recorded.
+func TestTwoStoresOnOneFileRecordOneOfTheDecisionsMadeAtOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "shared.db")
+	stores := []*sqlite.Store{
+		openAt(t, path, sqlite.WithBusyTimeout(time.Minute)),
+		openAt(t, path, sqlite.WithBusyTimeout(time.Minute)),
+	}
+	const requests, people = 40, 16
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var (
+		mu    sync.Mutex
+		wins  = map[string][]string{}
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for p := range people {
+		wg.Go(func() {
+			<-start
+			who := fmt.Sprint("person-", p)
+			for i := range requests {
+				d := planexec.Decision{RequestID: fmt.Sprint("r", i), Status: planexec.Approved, Approver: who, DecidedAt: at, Expires: at.Add(time.Hour)}
+				switch err := stores[p%2].SaveDecision(ctx, "acme", d); {
+				case err == nil:
+					mu.Lock()
+					wins[d.RequestID] = append(wins[d.RequestID], who)
+					mu.Unlock()
+				case err != store.ErrDecided:
+					t.Errorf("%s deciding %s: %v, want nil or store.ErrDecided itself", who, d.RequestID, err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range requests {
+		id := fmt.Sprint("r", i)
+		if len(wins[id]) != 1 {
+			t.Errorf("request %s: decisions of %v recorded, want exactly one", id, wins[id])
+			continue
+		}
+		for j, s := range stores {
+			if got, err := s.Decision(ctx, "acme", id); err != nil || got.Approver != wins[id][0] {
+				t.Errorf("store %d reads request %s decided by %q (%v); want %s, whose decision was recorded", j, id, got.Approver, err, wins[id][0])
+			}
+		}
+	}
+}
+
 // childEnv names the file a child process of TestProcessesRacing… works on.
 const childEnv = "PLANEXEC_SQLITE_CHILD_DB"
 

@@ -81,8 +81,9 @@ func (tp tamper) setEverywhere(ctx context.Context, r storetest.Record, column s
 		}
 	}
 	switch {
-	case column == "version" || r.Kind == storetest.KindPlan:
-		// Every row has a version column; a plan's has a status column too.
+	case column == "version" || r.Kind == storetest.KindPlan || r.Kind == storetest.KindDecision:
+		// Every row has a version column; plans and decisions have a
+		// status column too.
 	case r.Kind == storetest.KindClaim:
 		column = "state"
 		// The store's own check would refuse a state it never writes.
@@ -90,7 +91,7 @@ func (tp tamper) setEverywhere(ctx context.Context, r storetest.Record, column s
 			return err
 		}
 	default:
-		return nil // steps and decisions keep their status in the document only
+		return nil // a step keeps its status in its document only
 	}
 	return tp.one(ctx, "UPDATE "+table+" SET "+column+" = ? WHERE "+cond, append([]any{value}, args...)...)
 }

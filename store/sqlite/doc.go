@@ -125,6 +125,23 @@
 // record [store.ErrNoRecord]. Runs of a layout newer than this package's
 // are neither listed nor taken.
 //
+// # Decisions
+//
+// A request's decision is one row: its document, and as columns its
+// layout version, when it was made (decided), its status and when an
+// approval stops counting (expires, Unix nanoseconds; NULL for never).
+// SaveDecision is one conditional upsert (INSERT … ON CONFLICT DO UPDATE
+// … WHERE) that reads those columns, never the document: it records the
+// decision unless the one recorded settles the request (a denial, or,
+// when the new decision approves, an approval that has not expired when
+// it is made), and then returns [store.ErrDecided] and changes nothing.
+// The check and the write are one statement, so of people deciding one
+// request at once, through one process or several, one decision is
+// recorded and the others get ErrDecided. A decision a newer version
+// wrote is never replaced (a *store.Error wrapping
+// [store.ErrNewerRecord]), nor one whose document could not be read
+// when schema 3 gave it its status ([store.ErrCorruptRecord]).
+//
 // # Concurrency and durability
 //
 // A *Store is safe for many goroutines, and several processes (or several
@@ -159,7 +176,9 @@
 // written before have neither kind nor time known: they count as once per
 // tenant and are never pruned), approvals decided (when the decision was
 // made, carried over from each stored document; one that cannot be read
-// keeps NULL and is never pruned) and events stored. SavePlan refuses waits LoadPlan could not read
+// keeps NULL and is never pruned), approvals status and expires (what
+// SaveDecision's rule reads, carried over likewise; one that cannot be
+// read keeps NULL and is never replaced) and events stored. SavePlan refuses waits LoadPlan could not read
 // back (one naming neither or both a request and a key). Every row is
 // keyed by tenant first, and every query names the tenant: one tenant
 // asking for another's run gets [store.ErrNoRecord].
@@ -196,6 +215,6 @@
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
 // plan", "append events", "list runs", "spend", "prune", "take run",
 // "migrate"). The SDK's sentinels come back as they are: [store.ErrNoRecord],
-// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted] and
-// [store.ErrCeiling], for errors.Is.
+// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted],
+// [store.ErrCeiling] and [store.ErrDecided], for errors.Is.
 package sqlite

@@ -98,8 +98,11 @@ func TestRowsOfTheFirstSchemaAreCarriedOver(t *testing.T) {
 // have no holder nor lease: a running one is stalled, and is taken. Its
 // decisions are given the time they were made from their documents (the
 // least of times for the zero time; none, and so never pruned, for one
-// that cannot be read); its claims, whose kind nobody knows, are counted
-// once per tenant, have no time, and are never pruned.
+// that cannot be read), and their status and expiry, so that SaveDecision
+// keeps and replaces them by its rule as it does those written since (one
+// that cannot be read has neither, and is kept); its claims, whose kind
+// nobody knows, are counted once per tenant, have no time, and are never
+// pruned.
 func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "second.db")
@@ -125,6 +128,8 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		('acme', 'r-offset', 2, '{"version":2,"request_id":"r-offset","status":"approved","approver":"ana","why":"","decided_at":"2030-01-02T05:04:05.5+02:00","expires":"0001-01-01T00:00:00Z"}'),
 		('acme', 'r-first', 1, '{"version":1,"record_id":"r-first","status":"granted","approver":"lee","reason":"","decided_at":"2030-01-02T03:04:05Z","expires":"0001-01-01T00:00:00Z"}'),
 		('acme', 'r-zero', 2, '{"version":2,"request_id":"r-zero","status":"denied","approver":"ana","why":"","decided_at":"0001-01-01T00:00:00Z","expires":"0001-01-01T00:00:00Z"}'),
+		('acme', 'r-expiring', 2, '{"version":2,"request_id":"r-expiring","status":"approved","approver":"ana","why":"","decided_at":"2030-01-02T03:04:05.123456789Z","expires":"2030-01-02T04:04:05.123456789Z"}'),
+		('acme', 'r-pending', 2, '{"version":2,"request_id":"r-pending","status":"pending","decided_at":"2030-01-02T03:04:05.123456789Z","expires":"0001-01-01T00:00:00Z"}'),
 		('acme', 'r-damaged', 2, 'not json')`)
 	mustExec(t, db, `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, outcome, run_id, step_id, tool) VALUES
 		('acme', 'k-old', 'completed', 1, 'h', 0, x'', 'run-gone', 's1', 'notify'),
@@ -132,29 +137,81 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 
 	s := openAt(t, path)
 
-	decided := map[string]*int64{}
-	rows, err := db.Query(`SELECT record_id, decided FROM approvals`)
+	type columns struct {
+		decided *int64
+		status  *string
+		expires *int64
+	}
+	migrated := map[string]columns{}
+	rows, err := db.Query(`SELECT record_id, decided, status, expires FROM approvals`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
-		var id string
-		var at *int64
-		if err := rows.Scan(&id, &at); err != nil {
+		var (
+			id string
+			c  columns
+		)
+		if err := rows.Scan(&id, &c.decided, &c.status, &c.expires); err != nil {
 			t.Fatal(err)
 		}
-		decided[id] = at
+		migrated[id] = c
 	}
 	rows.Close()
-	for id, want := range map[string]*int64{
-		"r-offset":  ptr(time.Date(2030, 1, 2, 3, 4, 5, 500_000_000, time.UTC).UnixNano()),
-		"r-first":   ptr(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()),
-		"r-zero":    ptr(int64(math.MinInt64)),
-		"r-damaged": nil,
+	expires := created.Add(time.Hour)
+	for id, want := range map[string]columns{
+		"r-offset":   {ptr(time.Date(2030, 1, 2, 3, 4, 5, 500_000_000, time.UTC).UnixNano()), ptr("approved"), nil},
+		"r-first":    {ptr(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()), ptr("approved"), nil}, // "granted"
+		"r-zero":     {ptr(int64(math.MinInt64)), ptr("denied"), nil},
+		"r-expiring": {ptr(created.UnixNano()), ptr("approved"), ptr(expires.UnixNano())},
+		"r-pending":  {ptr(created.UnixNano()), ptr("pending"), nil},
+		"r-damaged":  {nil, nil, nil},
 	} {
-		if got := decided[id]; (got == nil) != (want == nil) || (got != nil && *got != *want) {
-			t.Errorf("decision %s was made at %v after the migration, want %v", id, deref(got), deref(want))
+		got := migrated[id]
+		if !samePtr(got.decided, want.decided) || !samePtr(got.status, want.status) || !samePtr(got.expires, want.expires) {
+			t.Errorf("decision %s after the migration: decided %v, status %v, expires %v; want %v, %v, %v", id,
+				show(got.decided), show(got.status), show(got.expires), show(want.decided), show(want.status), show(want.expires))
 		}
+	}
+	// The decisions stored before are kept and replaced by the rule.
+	for _, c := range []struct {
+		what string
+		next planexec.Decision
+		want error // nil: recorded
+	}{
+		{"an approval over an approval that never expires", approval("r-offset", created.Add(time.Hour)), store.ErrDecided},
+		{"an approval over one of the first layout", approval("r-first", created.Add(time.Hour)), store.ErrDecided},
+		{"a denial withdrawing it", planexec.Decision{RequestID: "r-first", Status: planexec.Denied, Approver: "eve", DecidedAt: created.Add(time.Hour)}, nil},
+		{"an approval over that denial", approval("r-first", created.Add(2*time.Hour)), store.ErrDecided},
+		{"an approval over a denial made at the zero time", approval("r-zero", created.Add(time.Hour)), store.ErrDecided},
+		{"a denial over that denial", planexec.Decision{RequestID: "r-zero", Status: planexec.Denied, Approver: "eve", DecidedAt: created.Add(time.Hour)}, store.ErrDecided},
+		{"an approval a nanosecond before the approval expires", approval("r-expiring", expires.Add(-time.Nanosecond)), store.ErrDecided},
+		{"an approval when it expires", approval("r-expiring", expires), nil},
+		{"an approval over a pending decision", approval("r-pending", created.Add(time.Hour)), nil},
+	} {
+		before, err := s.Decision(ctx, "acme", c.next.RequestID)
+		if err != nil {
+			t.Fatalf("%s: Decision before: %v", c.what, err)
+		}
+		err = s.SaveDecision(ctx, "acme", c.next)
+		if err != c.want {
+			t.Errorf("%s: SaveDecision = %v, want %v", c.what, err, c.want)
+		}
+		want := before
+		if c.want == nil {
+			want = c.next
+		}
+		if got, err := s.Decision(ctx, "acme", c.next.RequestID); err != nil || got.Status != want.Status || got.Approver != want.Approver || !got.DecidedAt.Equal(want.DecidedAt) {
+			t.Errorf("%s: the decision recorded is %+v, %v; want %+v", c.what, got, err, want)
+		}
+	}
+	// One whose document cannot be read is not judged, nor replaced, even
+	// by a denial: it is refused as Decision refuses it.
+	err = s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r-damaged", Status: planexec.Denied, Approver: "eve", DecidedAt: created.Add(time.Hour)})
+	wantStoreError(t, err, "save decision", store.ErrCorruptRecord)
+	var damaged string
+	if err := db.QueryRow(`SELECT decision FROM approvals WHERE record_id = 'r-damaged'`).Scan(&damaged); err != nil || damaged != "not json" {
+		t.Errorf("the damaged decision after SaveDecision = %q, %v; want it as it was", damaged, err)
 	}
 	var perTenant, unwritten int
 	if err := db.QueryRow(`SELECT count(*) FILTER (WHERE per_tenant = 1), count(*) FILTER (WHERE written IS NULL) FROM claims`).Scan(&perTenant, &unwritten); err != nil ||
@@ -216,9 +273,9 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		t.Errorf("LoadPlan after saving = %+v, %v", again, err)
 	}
 	// run-2 completed and was never updated; the decisions whose time is
-	// known are old; the claims are kept.
+	// known (the replaced ones included) are old; the claims are kept.
 	pruned, err := s.Prune(ctx, "acme", later)
-	if want := (store.Pruned{Runs: 1, Decisions: 3}); err != nil || pruned != want {
+	if want := (store.Pruned{Runs: 1, Decisions: 5}); err != nil || pruned != want {
 		t.Errorf("Prune = %+v, %v; want %+v", pruned, err, want)
 	}
 	if _, err := s.Decision(ctx, "acme", "r-damaged"); !errors.Is(err, store.ErrCorruptRecord) {
@@ -240,9 +297,16 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func deref(p *int64) any {
+func samePtr[T comparable](a, b *T) bool { return a == b || a != nil && b != nil && *a == *b }
+
+func show[T any](p *T) any {
 	if p == nil {
 		return "NULL"
 	}
 	return *p
+}
+
+// approval is an approval of request by eve at at, which never expires.
+func approval(request string, at time.Time) planexec.Decision {
+	return planexec.Decision{RequestID: request, Status: planexec.Approved, Approver: "eve", DecidedAt: at}
 }

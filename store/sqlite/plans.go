@@ -233,7 +233,16 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	return d, nil
 }
 
-// SaveDecision implements planexec.ApprovalStore. When the decision was
+// SaveDecision implements planexec.ApprovalStore. The decision recorded
+// for the request is kept, and SaveDecision returns store.ErrDecided, when
+// it settles the request: a denial, or, when d approves, an approval that
+// has not expired at d.DecidedAt. Check and write are one statement
+// (qDecisionSave), which reads the row's status and expiry columns, so of
+// writers deciding one request at once, in one process or several, one
+// is recorded and each of the others finds it. A decision a newer version
+// wrote is never replaced: that is a *store.Error wrapping
+// store.ErrNewerRecord, and one that cannot be read and so cannot be
+// judged is one wrapping store.ErrCorruptRecord. When the decision was
 // made is a column too, for Prune.
 func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
 	const op = "save decision"
@@ -241,9 +250,29 @@ func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Deci
 	if err != nil {
 		return storeErr(op, err)
 	}
-	_, err = on{s.ws, nil}.exec(ctx, qDecisionSave, tenant, d.RequestID, storecodec.DecisionVersion, string(doc), instant(d.DecidedAt))
-	if err != nil {
-		return storeErr(op, err)
+	return s.write(ctx, op, func(tx on) error {
+		n, err := tx.affected(ctx, qDecisionSave, tenant, d.RequestID, storecodec.DecisionVersion, string(doc), instant(d.DecidedAt),
+			string(d.Status), expiry(d.Expires))
+		if err != nil || n > 0 {
+			return err
+		}
+		return keptDecision(ctx, tx, tenant, d.RequestID)
+	})
+}
+
+// keptDecision says why qDecisionSave kept the decision recorded for
+// requestID, read in the same transaction: the error reading it gives (a
+// newer layout, damage), or store.ErrDecided.
+func keptDecision(ctx context.Context, tx on, tenant, requestID string) error {
+	var (
+		version int
+		data    []byte
+	)
+	if err := tx.row(ctx, qDecisionGet, tenant, requestID).Scan(&version, &data); err != nil {
+		return err
 	}
-	return nil
+	if _, err := storecodec.DecodeDecision(requestID, version, data); err != nil {
+		return err
+	}
+	return store.ErrDecided
 }

@@ -62,9 +62,20 @@ const (
 	qClaimRelease  = `UPDATE claims SET state = ?` + heldBy
 	qClaimResolve  = `UPDATE claims SET state = ?, epoch = ?, outcome = ?, version = ?, written = ? WHERE tenant = ? AND key = ?`
 
-	// approvals
-	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision, decided) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, decision = excluded.decision, decided = excluded.decided`
+	// approvals. qDecisionSave records a decision unless the row it meets
+	// must stay, in one statement: SaveDecision's rule
+	// (planexec.Decision.Keeps) on the row's columns. The row is replaced
+	// only if this package's layout is as new as its own and it holds a
+	// pending decision, or an approval that the decision denies or
+	// defers or that has expired when the decision is made (a NULL
+	// expires never does). A row whose status is none of those
+	// (NULL: its document could not be read when the column was added)
+	// stays too.
+	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision, decided, status, expires) VALUES (?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, decision = excluded.decision, decided = excluded.decided,
+			status = excluded.status, expires = excluded.expires
+		WHERE approvals.version <= excluded.version AND (approvals.status = 'pending'
+			OR approvals.status = 'approved' AND (excluded.status <> 'approved' OR approvals.expires <= excluded.decided))`
 	qDecisionGet = `SELECT version, decision FROM approvals WHERE tenant = ? AND record_id = ?`
 
 	// ceilings. A grant's window is (?2, ?3], a range of spends_window.
@@ -124,7 +135,7 @@ var (
 	writes = []string{qPlanHead, qPlanSave, qPlanTouch, qPlanDelete, qStepSave, qStepsDelete,
 		qEventAdd, qEventsDelete,
 		qClaimNew, qClaimGet, qClaimTake, qClaimExists, qClaimExtend, qClaimComplete, qClaimRelease, qClaimResolve,
-		qDecisionSave,
+		qDecisionSave, qDecisionGet,
 		qSpendKnown, qSpendWindow, qSpendAdd,
 		qRunTake, qPlanRecord, qRunExtend, qRunExists,
 		qPruneRunEvents, qPruneRunSteps, qPruneRuns, qOrphanHistories, qPruneClaims, qPruneDecisions, qPruneSpends}

@@ -138,6 +138,15 @@ var migrations = [][]string{
 		// NULL, and is never pruned.
 		`ALTER TABLE approvals ADD COLUMN decided INTEGER`,
 		`CREATE INDEX approvals_decided ON approvals (tenant, decided)`,
+		// What SaveDecision's rule reads of the decision a row holds
+		// (see qDecisionSave): its status ('approved', 'denied' or
+		// 'pending') and when it stops counting as an approval (Unix
+		// nanoseconds, as expiry renders it; NULL for never).
+		// Decisions stored before are given both from their documents
+		// by backfillDecisions; one whose document cannot be read keeps
+		// NULL status, and is never replaced.
+		`ALTER TABLE approvals ADD COLUMN status TEXT`,
+		`ALTER TABLE approvals ADD COLUMN expires INTEGER`,
 		// What windowed grants let through: one row per grant and step
 		// key (a step spends once), the amount as the exact decimal's text,
 		// at Unix nanoseconds. Grants are not a tenant's: a grant's
@@ -161,43 +170,49 @@ var migrations = [][]string{
 // schema to version v, in the same transaction: what SQL alone cannot
 // carry over.
 var backfills = map[int]func(context.Context, *sql.Tx) error{
-	3: backfillDecided,
+	3: backfillDecisions,
 }
 
-// backfillDecided gives each decision stored before schema 3 the time it
-// was made, read from its document as Decision reads it. A document that
-// cannot be read (damaged, or of a newer layout) is left NULL: Decision
-// refuses it, and Prune keeps it.
-func backfillDecided(ctx context.Context, tx *sql.Tx) error {
+// backfillDecisions gives each decision stored before schema 3 the columns
+// schema 3 gave decisions, read from its document as Decision reads it:
+// the time it was made, for Prune; its status (the first layout's
+// "granted" is approved) and its expiry, for SaveDecision's rule. A
+// document that cannot be read (damaged, or of a newer layout) leaves all
+// three NULL: Decision refuses it, Prune keeps it, and SaveDecision does
+// not replace it.
+func backfillDecisions(ctx context.Context, tx *sql.Tx) error {
 	rows, err := tx.QueryContext(ctx, `SELECT tenant, record_id, version, decision FROM approvals WHERE decided IS NULL`)
 	if err != nil {
 		return err
 	}
-	type decided struct {
+	type columns struct {
 		tenant, id string
 		at         int64
+		status     string
+		expires    sql.NullInt64
 	}
-	var found []decided
+	var found []columns
 	for rows.Next() {
 		var (
-			d       decided
+			c       columns
 			version int
 			doc     []byte
 		)
-		if err := rows.Scan(&d.tenant, &d.id, &version, &doc); err != nil {
+		if err := rows.Scan(&c.tenant, &c.id, &version, &doc); err != nil {
 			rows.Close()
 			return err
 		}
-		if dec, err := storecodec.DecodeDecision(d.id, version, doc); err == nil {
-			d.at = instant(dec.DecidedAt)
-			found = append(found, d)
+		if dec, err := storecodec.DecodeDecision(c.id, version, doc); err == nil {
+			c.at, c.status, c.expires = instant(dec.DecidedAt), string(dec.Status), expiry(dec.Expires)
+			found = append(found, c)
 		}
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return err
 	}
-	for _, d := range found {
-		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET decided = ? WHERE tenant = ? AND record_id = ?`, d.at, d.tenant, d.id); err != nil {
+	for _, c := range found {
+		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET decided = ?, status = ?, expires = ? WHERE tenant = ? AND record_id = ?`,
+			c.at, c.status, c.expires, c.tenant, c.id); err != nil {
 			return err
 		}
 	}

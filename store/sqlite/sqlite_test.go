@@ -375,6 +375,25 @@ func TestAPlanRecordWrittenStraightIntoTheTableWithVersion99IsRefused(t *testing
 	wantStoreError(t, err, "save plan", store.ErrNewerRecord)
 }
 
+// A decision a newer version wrote is not replaced by this older writer,
+// whatever it decides and whatever the row's columns say: not even when
+// they say it is pending.
+func TestADecisionOfANewerVersionIsNotOverwritten(t *testing.T) {
+	ctx := context.Background()
+	s, path := openNew(t)
+	const doc = `{"version":99,"request_id":"r9","status":"pending","decided_at":"2030-01-01T00:00:00Z"}`
+	db := rawDB(t, path)
+	mustExec(t, db, `INSERT INTO approvals (tenant, record_id, version, decision, decided, status) VALUES ('acme', 'r9', 99, ?, 0, 'pending')`, doc)
+	for _, st := range []planexec.DecisionStatus{planexec.Approved, planexec.Denied, planexec.Pending} {
+		err := s.SaveDecision(ctx, "acme", planexec.Decision{RequestID: "r9", Status: st, Approver: "eve", DecidedAt: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)})
+		wantStoreError(t, err, "save decision", store.ErrNewerRecord)
+	}
+	var got string
+	if err := db.QueryRow(`SELECT decision FROM approvals WHERE tenant = 'acme' AND record_id = 'r9'`).Scan(&got); err != nil || got != doc {
+		t.Errorf("the newer decision after SaveDecision = %q, %v; want it as it was", got, err)
+	}
+}
+
 func TestACorruptRowIsReportedCorrupt(t *testing.T) {
 	tests := []struct {
 		name                  string

@@ -237,15 +237,16 @@ func storeErr(op string, err error) error {
 }
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
-// (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted, ErrCeiling) and store
-// errors as they are, anything else wrapped in a *store.Error.
+// (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted, ErrCeiling,
+// ErrDecided) and store errors as they are, anything else wrapped in a
+// *store.Error.
 func fail(op string, err error) error {
 	var se *store.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrInFlight), errors.Is(err, store.ErrCompleted),
-		errors.Is(err, store.ErrCeiling), errors.As(err, &se):
+		errors.Is(err, store.ErrCeiling), errors.Is(err, store.ErrDecided), errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)
@@ -298,6 +299,24 @@ func nanos(t time.Time) sql.NullInt64 {
 // instant is t as a column that is never NULL keeps it, to compare with
 // others: nanos, the zero time as the least of times.
 func instant(t time.Time) int64 { return keyOf(nanos(t)) }
+
+// expiry is when an approval stops counting as the expires column keeps
+// it, to compare with the decided column (an instant) of a decision that
+// would replace it: Unix nanoseconds, NULL for never (the zero time). A
+// time the column cannot hold is kept so that the comparison never finds
+// an approval expired before it is: one after the last instant the column
+// holds never expires, and one at or before the first expires a
+// nanosecond after it, after every decision made at or before it (which
+// instant keeps at that first instant).
+func expiry(t time.Time) sql.NullInt64 {
+	switch {
+	case t.IsZero(), t.After(maxTime):
+		return sql.NullInt64{}
+	case !t.After(minTime):
+		return sql.NullInt64{Int64: math.MinInt64 + 1, Valid: true}
+	}
+	return sql.NullInt64{Int64: t.UnixNano(), Valid: true}
+}
 
 // fromNanos is the inverse of nanos, in UTC.
 func fromNanos(n sql.NullInt64) time.Time {
