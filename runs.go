@@ -79,7 +79,7 @@ func (ex *Executor) Runs(ctx context.Context, tenant string, q RunQuery) (RunPag
 		return RunPage{}, &ConfigurationError{Why: "the store does not list runs"}
 	}
 	for _, st := range q.Status {
-		if !isRunStatus(st) {
+		if !slices.Contains(store.RunStatuses, st) {
 			return RunPage{}, fmt.Errorf("planexec: listing runs: status %s is none a run can be in: %w", quote(string(st)), ErrInvalidQuery)
 		}
 	}
@@ -148,15 +148,6 @@ func runInfo(tenant string, s store.RunSummary, now time.Time) RunInfo {
 		info.Waiting = append(info.Waiting, wait)
 	}
 	return info
-}
-
-func isRunStatus(s RunStatus) bool {
-	for _, st := range store.RunStatuses {
-		if s == st {
-			return true
-		}
-	}
-	return false
 }
 
 // encodeCursor names the run a page ended with: its update time (seconds
