@@ -30,13 +30,15 @@ type Spend struct {
 // that replicas acting at once never take a grant past its ceiling
 // together.
 type CeilingStore interface {
-	// Spend records s unless what s.Grant spent within window before s.At
-	// (after s.At-window), plus s.Amount, would exceed ceiling: then it is
-	// ErrCeiling and nothing is recorded. The check and the record are one
-	// atomic step against every other Spend. A spend whose grant and key
-	// are already recorded records nothing and succeeds.
+	// Spend records s unless what s.Grant spent within the window (every
+	// spend recorded at a time after s.At-window, a later one too: a
+	// replica whose clock runs ahead still counts), plus s.Amount, would
+	// exceed ceiling: then it is ErrCeiling and nothing is recorded. The
+	// check and the record are one atomic step against every other Spend.
+	// A spend whose grant and key are already recorded records nothing and
+	// succeeds.
 	Spend(ctx context.Context, s Spend, window time.Duration, ceiling decimal.Decimal) error
-	// Spent sums what grant spent within window before at.
+	// Spent sums what grant spent after at-window.
 	Spent(ctx context.Context, grant string, at time.Time, window time.Duration) (decimal.Decimal, error)
 }
 

@@ -58,6 +58,23 @@ func runCeilings(t *testing.T, open Open) {
 		}
 	})
 
+	t.Run("A spend recorded at a later time counts against one made before it", func(t *testing.T) {
+		// Replicas' clocks differ, and a spend is made some time after its
+		// At was read: whichever is recorded first, both count.
+		k := setup(t, open)
+		c := ceilings(t, k)
+		at := k.clk.Now()
+		if err := c.Spend(k.ctx, store.Spend{Tenant: "acme", Grant: "g", Key: "later", Amount: d("60"), At: at.Add(time.Second)}, window, d("100")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Spend(k.ctx, store.Spend{Tenant: "acme", Grant: "g", Key: "earlier", Amount: d("60"), At: at}, window, d("100")); !errors.Is(err, store.ErrCeiling) {
+			t.Errorf("a spend that with a later one passes the ceiling: err = %v, want ErrCeiling", err)
+		}
+		if got, _ := c.Spent(k.ctx, "g", at, window); !got.Equal(d("60")) {
+			t.Errorf("Spent = %s, want 60 (the later spend counts)", got)
+		}
+	})
+
 	t.Run("A step spends once, however often it is resumed", func(t *testing.T) {
 		k := setup(t, open)
 		c := ceilings(t, k)

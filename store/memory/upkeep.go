@@ -44,9 +44,10 @@ func (s *Store) Spent(_ context.Context, grant string, at time.Time, window time
 	return spent, nil
 }
 
-// within reports whether a spend at t counts within window before at.
+// within reports whether a spend at t counts in the window of a spend at
+// at: it was recorded after at-window (a later one counts too).
 func within(t, at time.Time, window time.Duration) bool {
-	return t.After(at.Add(-window)) && !t.After(at)
+	return t.After(at.Add(-window))
 }
 
 // Prune implements store.Pruner.

@@ -196,7 +196,7 @@
 // transaction: the first locks the grant's row in grants (INSERT … ON
 // CONFLICT DO UPDATE) until the transaction ends; the second, whose
 // snapshot is taken once the lock is held, sees every spend of the grant
-// committed before it, sums the window (after At-window, up to At) and
+// committed before it, sums the window (every spend after At-window) and
 // records the spend only if the key is new to the grant and the sum plus
 // the amount is within the ceiling. Spends of one grant are so checked one
 // at a time, whichever connection or replica makes them, and never pass

@@ -25,13 +25,14 @@ const (
 ON CONFLICT (grant_id) DO UPDATE SET grant_id = excluded.grant_id`
 	// spendSQL records the spend of key $2 under grant $1 (tenant $3,
 	// amount $4, at $5) unless the key is recorded already or what the
-	// grant spent after $6 up to $5, plus $4, exceeds the ceiling $7. It
+	// grant spent after $6 (a spend at a later time too), plus $4, exceeds
+	// the ceiling $7. It
 	// says whether the key was recorded already and whether it recorded
 	// it now: neither is ErrCeiling.
 	spendSQL = `WITH prior AS (
 	SELECT 1 FROM {s}.spends WHERE grant_id = $1 AND key = $2
 ), spent AS (
-	SELECT coalesce(sum(amount), 0) AS total FROM {s}.spends WHERE grant_id = $1 AND spent_at > $6 AND spent_at <= $5
+	SELECT coalesce(sum(amount), 0) AS total FROM {s}.spends WHERE grant_id = $1 AND spent_at > $6
 ), recorded AS (
 	INSERT INTO {s}.spends (grant_id, key, tenant, amount, spent_at)
 	SELECT $1, $2, $3, $4::numeric, $5 FROM spent
@@ -39,8 +40,8 @@ ON CONFLICT (grant_id) DO UPDATE SET grant_id = excluded.grant_id`
 	RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM prior), EXISTS (SELECT 1 FROM recorded)`
-	// spentSQL sums what grant $1 spent after $3 up to $2, as text: exact.
-	spentSQL = `SELECT coalesce(sum(amount), 0)::text FROM {s}.spends WHERE grant_id = $1 AND spent_at > $3 AND spent_at <= $2`
+	// spentSQL sums what grant $1 spent after $2, as text: exact.
+	spentSQL = `SELECT coalesce(sum(amount), 0)::text FROM {s}.spends WHERE grant_id = $1 AND spent_at > $2`
 )
 
 // Spend implements store.CeilingStore: the check and the record are one
@@ -74,7 +75,7 @@ func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration,
 func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window time.Duration) (decimal.Decimal, error) {
 	const op = "spent"
 	var sum string
-	if err := s.scan(ctx, s.q.spent, []any{grant, at, at.Add(-window)}, &sum); err != nil {
+	if err := s.scan(ctx, s.q.spent, []any{grant, at.Add(-window)}, &sum); err != nil {
 		return decimal.Zero, storeErr(op, err)
 	}
 	d, err := decimal.NewFromString(sum)

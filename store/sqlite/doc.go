@@ -81,7 +81,7 @@
 // transaction begun IMMEDIATE: it holds the file's write lock from its
 // first read, so spenders in one process or in several are counted one
 // after another and never take a grant past its ceiling together. The
-// window (after at-window, up to at) is a range of an index on grant and
+// window (every spend after at-window) is a range of an index on grant and
 // time, amounts included; its amounts are summed in Go as exact decimals,
 // never as floating point, so a spend up to the ceiling to the last digit
 // goes through and one a fraction past it is refused with

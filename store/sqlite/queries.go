@@ -78,9 +78,10 @@ const (
 			OR approvals.status = 'approved' AND (excluded.status <> 'approved' OR approvals.expires <= excluded.decided))`
 	qDecisionGet = `SELECT version, decision FROM approvals WHERE tenant = ? AND record_id = ?`
 
-	// ceilings. A grant's window is (?2, ?3], a range of spends_window.
+	// ceilings. A grant's window is every spend after ?2, a range of
+	// spends_window.
 	qSpendKnown  = `SELECT 1 FROM spends WHERE grant_id = ? AND key = ?`
-	qSpendWindow = `SELECT amount FROM spends WHERE grant_id = ?1 AND at > ?2 AND at <= ?3`
+	qSpendWindow = `SELECT amount FROM spends WHERE grant_id = ?1 AND at > ?2`
 	qSpendAdd    = `INSERT INTO spends (grant_id, key, tenant, amount, at) VALUES (?, ?, ?, ?, ?)`
 
 	// recovery. stalled is the condition of a run that stopped without

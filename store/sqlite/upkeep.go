@@ -53,10 +53,10 @@ func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window ti
 	return spent, nil
 }
 
-// sumWindow sums what grant spent within window before at: after
-// at-window, up to at.
+// sumWindow sums what grant spent within the window of a spend at at:
+// every spend after at-window, a later one too.
 func sumWindow(ctx context.Context, o on, grant string, at time.Time, window time.Duration) (decimal.Decimal, error) {
-	rows, err := o.rows(ctx, qSpendWindow, grant, instant(at.Add(-window)), instant(at))
+	rows, err := o.rows(ctx, qSpendWindow, grant, instant(at.Add(-window)))
 	if err != nil {
 		return decimal.Zero, err
 	}
