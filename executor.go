@@ -381,11 +381,20 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, status store.RunStatus, wa
 		// until the lease, which it moves on, runs out.
 		rec.Holder, rec.LeaseExpires = v.holder, now.Add(r.ex.cfg.Lease)
 	}
-	err := r.ex.plans.SavePlan(ctx, rec)
-	if err != nil {
+	// The events not yet stored go with the plan, in its write.
+	var stored int
+	if r.ex.history != nil {
+		r.flushMu.Lock()
+		defer r.flushMu.Unlock()
+		rec.Events, stored = r.unstored()
+	}
+	if err := r.ex.plans.SavePlan(ctx, rec); err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
-	return r.flush(ctx)
+	if r.ex.history != nil {
+		r.stored = stored
+	}
+	return nil
 }
 
 // stepDone reports one finished step.

@@ -13,7 +13,7 @@ import (
 // A run's history is its events as the store keeps them, readable from any
 // replica and after a restart. The executor writes what a run records with
 // the writes it makes anyway: a finished step's events go in the step's own
-// transaction (store.StepStore), the rest with each save of the plan and at
+// transaction (store.StepStore), the rest in each save of the plan and at
 // the end of each call (Plan, Execute, Resume, Do). So a step costs no
 // write of its own, and the stored history lags the live one by at most
 // the events since the last write. One execution stores its events in the

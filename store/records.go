@@ -83,6 +83,10 @@ type PlanRecord struct {
 	// executor that died: Recoverer.Stalled finds it.
 	Holder       string
 	LeaseExpires time.Time
+	// Events are appended to the run's history in the same write, by a
+	// store that keeps histories (EventStore.AppendEvents); LoadPlan leaves
+	// them nil.
+	Events []json.RawMessage
 	// Steps holds the steps that finished or failed, by step id.
 	Steps   map[string]StepRecord
 	Created time.Time

@@ -232,6 +232,29 @@ func runHistory(t *testing.T, open Open) {
 		k.expectHistory(t, "acme", "run-1", want)
 	})
 
+	t.Run("SavePlan appends the record's events with it", func(t *testing.T) {
+		k := setup(t, open)
+		h, _ := k.history()
+		first, second := eventDocs("start", 2), eventDocs("end", 1)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())
+		rec.Events = first
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.AppendEvents(k.ctx, "acme", "run-1", eventDocs("between", 1)); err != nil {
+			t.Fatal(err)
+		}
+		rec.Status, rec.Events = store.RunCompleted, second
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+		k.expectHistory(t, "acme", "run-1", append(append(append([]json.RawMessage{}, first...), eventDocs("between", 1)...), second...))
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil || got.Events != nil {
+			t.Errorf("LoadPlan = events %q, %v; want none: a plan record does not carry its history", got.Events, err)
+		}
+	})
+
 	t.Run("A finished step's write appends its events with it", func(t *testing.T) {
 		k := setup(t, open)
 		ss, ok := stepStoreOf(k.Stores)

@@ -98,7 +98,8 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		r.rec.Delegation = clone(rec.Delegation)
 	}
 	r.rec.Waiting = slices.Clone(rec.Waiting)
-	r.rec.Steps = nil
+	r.rec.Steps, r.rec.Events = nil, nil
+	s.appendEvents(k, rec.Events)
 	return nil
 }
 

@@ -157,6 +157,12 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
 			waiting, []byte(c.Delegation), // nil: NULL
 			pgtype.Text{String: c.Holder, Valid: c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: !c.LeaseExpires.IsZero()})
+		if err != nil || len(c.Events) == 0 {
+			return err
+		}
+		// The plan's row is locked: the history's counter comes next, as
+		// in every write that takes both.
+		_, err = tx.Exec(ctx, s.q.appendEvents, c.Tenant, c.RunID, eventsParam(c.Events), s.now())
 		return err
 	})
 	if err != nil {

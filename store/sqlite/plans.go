@@ -25,7 +25,12 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	if err != nil {
 		return storeErr(op, err)
 	}
-	return s.write(ctx, op, func(tx on) error { return savePlan(ctx, tx, rec, row) })
+	return s.write(ctx, op, func(tx on) error {
+		if err := savePlan(ctx, tx, rec, row); err != nil {
+			return err
+		}
+		return appendEvents(ctx, tx, rec.Tenant, rec.RunID, rec.Events, s.now())
+	})
 }
 
 // planRow is a plan record as its row holds it, but for its times and ids.
