@@ -24,10 +24,10 @@ func lByID(runs []planexec.RunInfo) map[string]planexec.RunInfo {
 	return m
 }
 
-func TestRunsAreListedByWhereTheyStandWithWhatTheyWaitFor(t *testing.T) {
-	ctx := context.Background()
-	st := memory.New()
-	r := &recorder{fail: func(tool string, args any) error {
+// lFailing is a recorder whose booking of flight DOUBT times out (in doubt)
+// and whose search from BAD fails.
+func lFailing() *recorder {
+	return &recorder{fail: func(_ string, args any) error {
 		if b, ok := args.(Booking); ok && b.Flight == "DOUBT" {
 			return errors.New("gateway timeout")
 		}
@@ -36,6 +36,12 @@ func TestRunsAreListedByWhereTheyStandWithWhatTheyWaitFor(t *testing.T) {
 		}
 		return nil
 	}}
+}
+
+func TestRunsAreListedByWhereTheyStandWithWhatTheyWaitFor(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	r := lFailing()
 	ex, gate := hExecutor(t, r, st, nil)
 
 	if _, err := hRun(t, ex, "acme", "done").Execute(ctx, tripPlan()); err != nil {
@@ -187,15 +193,7 @@ func TestAListingOfWhatNoRunCanBeIsRefused(t *testing.T) {
 func TestStatusOfSaysWhatTheStoreRecords(t *testing.T) {
 	ctx := context.Background()
 	st := memory.New()
-	r := &recorder{fail: func(tool string, args any) error {
-		if b, ok := args.(Booking); ok && b.Flight == "DOUBT" {
-			return errors.New("gateway timeout")
-		}
-		if s, ok := args.(Search); ok && s.Origin == "BAD" {
-			return errors.New("no such airport")
-		}
-		return nil
-	}}
+	r := lFailing()
 	approving, _ := hExecutor(t, r, st, nil)
 	later, _ := hExecutor(t, r, st, func(c *planexec.Config) { c.Gate = planexec.DecideLater })
 	cancelled, cancel := context.WithCancel(ctx)

@@ -315,19 +315,7 @@ func (s *Store) CompleteStep(_ context.Context, w *store.StepWrite) error {
 	} else {
 		rec.Outcome = clone(rec.Outcome)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := [2]string{w.Key.Tenant, w.RunID}
-	r, ok := s.runs[k]
-	if !ok {
-		return store.ErrNoRecord
-	}
-	if err := s.complete(w.Key, w.Epoch, outcome); err != nil {
-		return err
-	}
-	r.saveStep(rec)
-	s.appendEvents(k, w.Events)
-	return nil
+	return s.writeStep(w, rec, true, outcome)
 }
 
 // ReleaseStep implements store.StepStore: the claim, the step record and
@@ -335,6 +323,13 @@ func (s *Store) CompleteStep(_ context.Context, w *store.StepWrite) error {
 func (s *Store) ReleaseStep(_ context.Context, w *store.StepWrite) error {
 	rec := w.Record
 	rec.Outcome = clone(rec.Outcome)
+	return s.writeStep(w, rec, false, nil)
+}
+
+// writeStep ends w's claim (completed with outcome, or released), then
+// writes rec, the store's own copy, and w's events; or, when the claim
+// cannot be ended or the run has no record, none of them.
+func (s *Store) writeStep(w *store.StepWrite, rec store.StepRecord, complete bool, outcome json.RawMessage) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{w.Key.Tenant, w.RunID}
@@ -342,7 +337,13 @@ func (s *Store) ReleaseStep(_ context.Context, w *store.StepWrite) error {
 	if !ok {
 		return store.ErrNoRecord
 	}
-	if err := s.release(w.Key, w.Epoch, w.InDoubt); err != nil {
+	var err error
+	if complete {
+		err = s.complete(w.Key, w.Epoch, outcome)
+	} else {
+		err = s.release(w.Key, w.Epoch, w.InDoubt)
+	}
+	if err != nil {
 		return err
 	}
 	r.saveStep(rec)

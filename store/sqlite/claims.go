@@ -97,12 +97,20 @@ func readClaim(ctx context.Context, tx on, key store.Key) (store.ClaimRow, error
 // a key whose row went away in between was not the caller's any more
 // either way.
 func held(ctx context.Context, o on, q string, key planexec.Key, epoch int64, args ...any) error {
-	n, err := o.affected(ctx, q, append(args, key.Tenant, key.Digest, epoch)...)
+	return fenced(ctx, o, q, append(args, key.Tenant, key.Digest, epoch), qClaimExists, key.Tenant, key.Digest)
+}
+
+// fenced runs the write q, meant to change the one row that exists (a
+// query with the key args) names, and tells why it changed nothing:
+// ErrNoRecord when there is no such row, ErrFenced when the row is not the
+// writer's to change.
+func fenced(ctx context.Context, o on, q string, args []any, exists string, key ...any) error {
+	n, err := o.affected(ctx, q, args...)
 	if err != nil || n == 1 {
 		return err
 	}
 	var one int
-	err = o.row(ctx, qClaimExists, key.Tenant, key.Digest).Scan(&one)
+	err = o.row(ctx, exists, key...).Scan(&one)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return store.ErrNoRecord

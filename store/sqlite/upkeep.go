@@ -220,18 +220,6 @@ func (s *Store) TakeRun(ctx context.Context, run store.RunRef, holder string, no
 // store.ErrNoRecord when the run has no plan record.
 func (s *Store) ExtendRun(ctx context.Context, run store.RunRef, holder string, expires time.Time) error {
 	return s.write(ctx, "extend run", func(tx on) error {
-		n, err := tx.affected(ctx, qRunExtend, nanos(expires), run.Tenant, run.RunID, orNull(holder))
-		if err != nil || n == 1 {
-			return err
-		}
-		var one int
-		err = tx.row(ctx, qRunExists, run.Tenant, run.RunID).Scan(&one)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return store.ErrNoRecord
-		case err != nil:
-			return err
-		}
-		return store.ErrFenced
+		return fenced(ctx, tx, qRunExtend, []any{nanos(expires), run.Tenant, run.RunID, orNull(holder)}, qRunExists, run.Tenant, run.RunID)
 	})
 }
