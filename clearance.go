@@ -19,78 +19,130 @@ type clearance struct {
 	grant    *Grant          // the autonomy grant it acts under, as cleared
 	class    string          // the grant's action class
 	amount   decimal.Decimal // what it counts against the grant
+	// deferred: the step's arguments hold references, and it is cleared
+	// when it is about to run, on the values it will run with.
+	deferred bool
 }
 
 // clear decides, before any step runs, every step that needs a grant or a
 // person. It returns the first refusal or denial; pending decisions are
 // collected into one *ApprovalPendingError.
 //
-// acted holds what the plan's finished steps put against each grant.
-func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, acted map[string]decimal.Decimal, ev func(Event) time.Time) ([]clearance, error) {
+// A step whose arguments hold references is decided when it is about to
+// run (see Run.prepare), on the values it will really run with; here it is
+// only refused if its class is forbidden outright.
+//
+// acted holds what the plan's finished steps put against each grant;
+// inPlan gathers what the steps cleared put against each.
+func (r *Run) clear(ctx context.Context, v *vplan, finished []bool, inPlan, acted map[string]decimal.Decimal, ev func(Event) time.Time) ([]clearance, error) {
 	d := &r.d
 	clr := make([]clearance, len(v.steps))
-	inPlan := map[string]decimal.Decimal{}
 	var pending []ApprovalRequest
 	for _, i := range v.order {
 		if finished[i] {
 			continue
 		}
 		s := &v.steps[i]
-		id, tool := s.step.ID, s.step.Tool
-		var why, class string
-		if r.ex.cfg.Ladder != nil {
-			if c, ok := r.ex.cfg.Ladder.Classify(tool); ok {
-				class = c.Name
-				dec, err := r.ex.cfg.Ladder.decide(r.ex.cfg.Now(), d.Tenant, d.User, tool, s.args.canonical, inPlan, acted, r.spentWithin(ctx))
-				if err != nil {
-					return nil, err
-				}
-				switch dec.verdict {
-				case verdictRefuse:
-					ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})
-					return nil, &AutonomyRefusedError{Step: id, Tool: tool, Class: class, Tenant: d.Tenant, Why: dec.why}
-				case verdictEscalate:
-					ev(Event{Kind: EventAutonomyEscalated, StepID: id, Tool: tool, Grant: grantID(dec.grant), Detail: dec.why})
-					why = "escalated by the autonomy ladder: " + dec.why
-				case verdictAct:
-					ev(Event{Kind: EventAutonomyCleared, StepID: id, Tool: tool, Grant: dec.grant.ID, Level: dec.grant.Level})
-					clr[i].grant, clr[i].class, clr[i].amount = dec.grant, class, dec.amount
-					inPlan[dec.grant.ID] = inPlan[dec.grant.ID].Add(dec.amount)
-					continue
-				}
+		if s.refs != nil {
+			deferred, err := r.deferClearance(s, ev)
+			if err != nil {
+				return nil, err
 			}
-		}
-		if why == "" {
-			switch {
-			case s.tool.contract.irreversible:
-				why = "the tool is irreversible"
-			case s.tool.contract.approval:
-				why = "the tool requires approval"
-			default:
-				continue
-			}
-		}
-		if r.ex.cfg.Gate == nil {
-			return nil, &ConfigurationError{Tool: tool, Why: "needs a person's approval but no approval gate is configured"}
-		}
-		req, err := r.approvalRequest(v, s, class, why)
-		if err != nil {
-			return nil, err
-		}
-		decision, err := r.decision(ctx, req, ev)
-		if err != nil {
-			return nil, err
-		}
-		if decision.Status == Pending {
-			pending = append(pending, req)
+			clr[i].deferred = deferred
 			continue
 		}
-		clr[i].decision = &decision
+		c, req, err := r.clearStep(ctx, v, s, inPlan, acted, ev)
+		if err != nil {
+			return nil, err
+		}
+		if req != nil {
+			pending = append(pending, *req)
+			continue
+		}
+		clr[i] = c
 	}
 	if pending != nil {
 		return nil, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: pending}
 	}
 	return clr, nil
+}
+
+// deferClearance tells whether a step with references needs clearing when
+// it is about to run, and refuses it now if its class is forbidden: what a
+// class refuses outright is refused before anything runs.
+func (r *Run) deferClearance(s *vstep, ev func(Event) time.Time) (bool, error) {
+	id, tool := s.step.ID, s.step.Tool
+	if l := r.ex.cfg.Ladder; l != nil {
+		if c, ok := l.Classify(tool); ok {
+			l.mu.Lock()
+			g := l.grantFor(r.d.Tenant, r.d.User, c.Name, r.ex.cfg.Now())
+			l.mu.Unlock()
+			if g != nil && g.Level == LevelNever {
+				why := fmt.Sprintf("the grant forbids class %q", c.Name)
+				ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: why})
+				return false, &AutonomyRefusedError{Step: id, Tool: tool, Class: c.Name, Tenant: r.d.Tenant, Why: why}
+			}
+			return true, nil
+		}
+	}
+	return s.tool.contract.irreversible || s.tool.contract.approval, nil
+}
+
+// clearStep decides one step: under a grant (its amount added to inPlan),
+// by a person's recorded or given decision, or pending (req is the request
+// a person has yet to answer). A refusal or denial is the error.
+func (r *Run) clearStep(ctx context.Context, v *vplan, s *vstep, inPlan, acted map[string]decimal.Decimal, ev func(Event) time.Time) (c clearance, req *ApprovalRequest, err error) {
+	d := &r.d
+	id, tool := s.step.ID, s.step.Tool
+	var why, class string
+	if r.ex.cfg.Ladder != nil {
+		if cl, ok := r.ex.cfg.Ladder.Classify(tool); ok {
+			class = cl.Name
+			dec, err := r.ex.cfg.Ladder.decide(r.ex.cfg.Now(), d.Tenant, d.User, tool, s.args.canonical, inPlan, acted, r.spentWithin(ctx))
+			if err != nil {
+				return c, nil, err
+			}
+			switch dec.verdict {
+			case verdictRefuse:
+				ev(Event{Kind: EventAutonomyRefused, StepID: id, Tool: tool, Detail: dec.why})
+				return c, nil, &AutonomyRefusedError{Step: id, Tool: tool, Class: class, Tenant: d.Tenant, Why: dec.why}
+			case verdictEscalate:
+				ev(Event{Kind: EventAutonomyEscalated, StepID: id, Tool: tool, Grant: grantID(dec.grant), Detail: dec.why})
+				why = "escalated by the autonomy ladder: " + dec.why
+			case verdictAct:
+				ev(Event{Kind: EventAutonomyCleared, StepID: id, Tool: tool, Grant: dec.grant.ID, Level: dec.grant.Level})
+				c.grant, c.class, c.amount = dec.grant, class, dec.amount
+				inPlan[dec.grant.ID] = inPlan[dec.grant.ID].Add(dec.amount)
+				return c, nil, nil
+			}
+		}
+	}
+	if why == "" {
+		switch {
+		case s.tool.contract.irreversible:
+			why = "the tool is irreversible"
+		case s.tool.contract.approval:
+			why = "the tool requires approval"
+		default:
+			return c, nil, nil
+		}
+	}
+	if r.ex.cfg.Gate == nil {
+		return c, nil, &ConfigurationError{Tool: tool, Why: "needs a person's approval but no approval gate is configured"}
+	}
+	request, err := r.approvalRequest(v, s, class, why)
+	if err != nil {
+		return c, nil, err
+	}
+	decision, err := r.decision(ctx, request, ev)
+	if err != nil {
+		return c, nil, err
+	}
+	if decision.Status == Pending {
+		return c, &request, nil
+	}
+	c.decision = &decision
+	return c, nil, nil
 }
 
 func grantID(g *Grant) string {

@@ -91,6 +91,11 @@ const (
 	// ReasonCycle: steps wait on each other (or one on itself); Violations
 	// names each step in or behind the loop.
 	ReasonCycle Reason = "cycle"
+	// ReasonReference: an argument refers to an earlier step's outcome in a
+	// way that cannot work: the reference is not written as one, its path is
+	// not in the outcome's type, or the type there does not fit the
+	// argument. Violations name the argument's path and the reference.
+	ReasonReference Reason = "reference"
 	// ReasonReplan: the planner produced an invalid plan more times than
 	// MaxReplans allowed; the error wraps the last refusal.
 	ReasonReplan Reason = "replan"

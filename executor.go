@@ -156,7 +156,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 // spec describes t to a planner.
 func (t *Tool) spec() ToolSpec {
 	return ToolSpec{Name: t.name, Description: t.description, Irreversible: t.contract.irreversible,
-		Schema: t.contract.schema, Strict: t.contract.strict}
+		Schema: t.contract.schema, Output: t.outSchema, Strict: t.contract.strict}
 }
 
 // holder names one execution in the claims it takes: two executions never
@@ -258,7 +258,8 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 		err := error(&DelegationError{RunID: d.RunID, Why: "the delegation expired"})
 		return nil, errors.Join(err, r.savePlan(context.WithoutCancel(ctx), v, store.RunFailed, nil))
 	}
-	clr, err := r.clear(ctx, v, finished, spent, ev)
+	inPlan := map[string]decimal.Decimal{}
+	clr, err := r.clear(ctx, v, finished, inPlan, spent, ev)
 	var pending *ApprovalPendingError
 	if errors.As(err, &pending) {
 		waits := make([]store.Wait, len(pending.Requests))
@@ -279,9 +280,22 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 		return nil, err
 	}
 	lease := r.keepLease(ctx, v.holder)
-	err = r.dispatch(ctx, v, finished, clr, res, ev)
+	err = r.dispatch(&execution{v: v, clr: clr, ev: ev, ctx: ctx, inPlan: inPlan, acted: spent}, finished, res)
 	lease.stop()
 	status, waits := store.RunCompleted, []store.Wait(nil)
+	if reqs := pendingOnly(err); reqs != nil {
+		// Steps cleared when they were about to run wait on a person: the
+		// run stops there, having run what came before, until Resume.
+		pending := &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: reqs, Stored: r.ex.plans != nil}
+		waits := make([]store.Wait, len(reqs))
+		for i, req := range reqs {
+			waits[i] = store.Wait{StepID: req.StepID, Tool: req.Tool, Request: req.ID}
+		}
+		if serr := r.savePlan(context.WithoutCancel(ctx), v, store.RunAwaitingApproval, waits); serr != nil {
+			return res, errors.Join(pending, serr)
+		}
+		return res, pending
+	}
 	if err != nil {
 		status, waits = endStatus(ctx, err)
 		ev(Event{Kind: EventPlanFailed, Detail: fmt.Sprintf("%d of %d steps finished", countDone(res), len(v.steps))})
@@ -329,6 +343,27 @@ func endStatus(ctx context.Context, err error) (store.RunStatus, []store.Wait) {
 		return store.RunInterrupted, nil
 	}
 	return store.RunFailed, nil
+}
+
+// pendingOnly returns the requests of err's *ApprovalPendingErrors when
+// every error joined in err is one, else nil.
+func pendingOnly(err error) []ApprovalRequest {
+	if err == nil {
+		return nil
+	}
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	var reqs []ApprovalRequest
+	for _, e := range errs {
+		p, ok := e.(*ApprovalPendingError)
+		if !ok {
+			return nil
+		}
+		reqs = append(reqs, p.Requests...)
+	}
+	return reqs
 }
 
 // waitsOf lists the keys in doubt among err's *IndeterminateOutcomeErrors,
@@ -424,6 +459,14 @@ type execution struct {
 	after context.Context
 	// claims is done a lease after ctx is (see Run.claim).
 	claims context.Context
+	sc     *schedule
+
+	// Clearing steps when they are about to run (see Run.prepare), one at
+	// a time: what the plan put against each grant so far, and what its
+	// steps finished before this execution did.
+	clearMu sync.Mutex
+	inPlan  map[string]decimal.Decimal
+	acted   map[string]decimal.Decimal
 }
 
 // dispatch runs the steps not yet finished: each starts the moment the last
@@ -438,7 +481,8 @@ type execution struct {
 // stack for every step (calling the tool and encoding its outcome go deep),
 // and a goroutine handing steps out would be woken twice a step: when tools
 // are quick, either costs more than the step's own work.
-func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []clearance, res *Result, ev func(Event) time.Time) error {
+func (r *Run) dispatch(x *execution, finished []bool, res *Result) error {
+	ctx, v := x.ctx, x.v
 	n := len(v.steps)
 	sc := &schedule{v: v, res: res, finished: finished, bound: r.ex.cfg.Concurrency,
 		waiting: make([]int, n), ready: make([]int, 0, n), over: make(chan struct{})}
@@ -460,7 +504,7 @@ func (r *Run) dispatch(ctx context.Context, v *vplan, finished []bool, clr []cle
 			sc.ready = append(sc.ready, i)
 		}
 	}
-	x := &execution{v: v, clr: clr, ev: ev, ctx: ctx, after: ctx, claims: ctx}
+	x.sc, x.after, x.claims = sc, ctx, ctx
 	// A context that can never be done needs no detaching from.
 	if ctx.Done() != nil {
 		x.after = context.WithoutCancel(ctx)
@@ -535,6 +579,13 @@ type schedule struct {
 	cancelled  bool // the cancellation is in errs
 	notStarted bool // a step found the run cancelled before it started
 	ended      bool // over is closed
+}
+
+// outcome is what step i returned, once it finished.
+func (sc *schedule) outcome(i int) []byte {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.res.Steps[sc.v.steps[i].step.ID].Outcome
 }
 
 // take returns the next step to run, waiting while steps run that may make
@@ -641,6 +692,16 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	ctx, v, clr, ev := x.ctx, x.v, x.clr[i], x.ev
 	d := &r.d
 	s := &v.steps[i]
+	if s.refs != nil {
+		if ctx.Err() != nil {
+			return StepResult{}, errNotStarted
+		}
+		var failed StepResult
+		var err error
+		if s, clr, failed, err = r.prepare(x, i); err != nil {
+			return failed, err
+		}
+	}
 	id, tool, irreversible := s.step.ID, s.step.Tool, s.tool.contract.irreversible
 	res := StepResult{Tool: tool, Key: s.key}
 	if clr.grant != nil {
@@ -770,6 +831,45 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 		}
 	}
 	return res, nil
+}
+
+// prepare readies a step whose arguments hold references, as it is about to
+// run: the values are put in place from the outcomes they read, the whole
+// argument object is decoded by the tool's contract again (value rules and
+// all), its key is digested, and a step that needs a grant or a person is
+// cleared now, on the values it will run with. Arguments that fail fail
+// the step, recorded, before its tool is called; a person yet to answer
+// returns an *ApprovalPendingError.
+func (r *Run) prepare(x *execution, i int) (_ *vstep, _ clearance, failed StepResult, _ error) {
+	d, v := &r.d, x.v
+	s := v.steps[i] // a copy: the plan's own is shared by executions
+	id, tool := s.step.ID, s.step.Tool
+	args, vs := resolveRefs(s.step.Arguments, s.refs, x.sc.outcome)
+	if vs == nil {
+		s.args, vs = s.tool.contract.decode(args, r.ex.cfg.Limits)
+	}
+	if vs != nil {
+		perr := &PlanValidationError{Reason: ReasonArguments, Step: id, Tool: tool, Violations: vs,
+			RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
+		x.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Reason: ReasonArguments, Detail: "not run: " + firstViolation(perr)})
+		failed = StepResult{Tool: tool, Status: StepFailed, Err: perr}
+		return nil, clearance{}, failed, errors.Join(&StepError{Step: id, Tool: tool, Err: perr}, r.saveStep(x.after, v, id, failed, clearance{}, perr.Error()))
+	}
+	s.key = Key{Tenant: d.Tenant, Digest: newKeyer(d.Tenant, d.RunID).digest(tool, s.args.keyJSON, s.tool.contract.perTenant)}
+	clr := x.clr[i]
+	if !clr.deferred {
+		return &s, clr, StepResult{}, nil
+	}
+	x.clearMu.Lock()
+	clr, req, err := r.clearStep(x.ctx, v, &s, x.inPlan, x.acted, x.ev)
+	x.clearMu.Unlock()
+	switch {
+	case err != nil:
+		return nil, clearance{}, StepResult{}, err
+	case req != nil:
+		return nil, clearance{}, StepResult{}, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: []ApprovalRequest{*req}}
+	}
+	return &s, clr, StepResult{}, nil
 }
 
 // commitGrant checks the step's grant again just before the step runs and

@@ -299,6 +299,10 @@ type vstep struct {
 	tool *Tool
 	args decoded
 	key  Key
+	// refs are the step's references to earlier outcomes: with any, args
+	// and key are known only when the step is about to run (see
+	// Run.prepare).
+	refs []reference
 }
 
 func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
@@ -346,6 +350,19 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 		if !d.allows(s.Tool) {
 			return nil, refuse(ReasonNotAllowed, s.ID, s.Tool)
 		}
+		refs, vs := findRefs(s.Arguments, lim)
+		if vs != nil {
+			return nil, refuse(ReasonReference, s.ID, s.Tool, vs...)
+		}
+		if refs != nil {
+			// The values, and so the key, are known when the step is
+			// about to run.
+			if vs := withRefs(t.contract, s.Arguments, refs, lim); vs != nil {
+				return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
+			}
+			v.steps[i] = vstep{step: &v.plan.Steps[i], tool: t, refs: refs}
+			continue
+		}
 		args, vs := t.contract.decode(s.Arguments, lim)
 		if vs != nil {
 			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
@@ -357,6 +374,9 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 	// the first, or wait on it as if another holder had it.
 	effects := make(map[string]int, len(v.steps))
 	for i := range v.steps {
+		if v.steps[i].refs != nil {
+			continue
+		}
 		k := v.steps[i].key.Digest
 		if first, dup := effects[k]; dup {
 			s := &plan.Steps[i]
@@ -365,10 +385,11 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 		}
 		effects[k] = i
 	}
-	// Every step's dependencies in one backing array.
+	// Every step's dependencies in one backing array: those it names and
+	// those its references imply.
 	edges := 0
 	for i := range plan.Steps {
-		edges += len(plan.Steps[i].DependsOn)
+		edges += len(plan.Steps[i].DependsOn) + len(v.steps[i].refs)
 	}
 	deps, all := make([][]int, len(plan.Steps)), make([]int, 0, edges)
 	for i := range plan.Steps {
@@ -383,6 +404,21 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/depends_on/%d", i, j), Why: "the step waits on itself"})
 			}
 			all = append(all, k)
+		}
+		for k := range v.steps[i].refs {
+			ref := &v.steps[i].refs[k]
+			j, ok := index[ref.step]
+			at := fmt.Sprintf("/steps/%d/arguments%s", i, pointer(ref.at))
+			switch {
+			case !ok:
+				return nil, refuse(ReasonDependency, s.ID, s.Tool, Violation{Path: at, Why: "the " + ref.describe() + " names a step nobody planned"})
+			case j == i:
+				return nil, refuse(ReasonCycle, s.ID, s.Tool, Violation{Path: at, Why: "the " + ref.describe() + " reads the step's own outcome"})
+			}
+			ref.from = j
+			if !slices.Contains(all[start:], j) {
+				all = append(all, j)
+			}
 		}
 		deps[i] = all[start:len(all):len(all)]
 	}
@@ -406,6 +442,16 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 		return nil, refuse(ReasonCycle, s.ID, s.Tool, vs...)
 	}
 	v.order = order
+	// Each reference fits the type of what it reads.
+	for i := range v.steps {
+		s := &v.steps[i]
+		for k := range s.refs {
+			ref := &s.refs[k]
+			if why := checkRef(ref, v.steps[ref.from].tool, s.tool.contract); why != "" {
+				return nil, refuse(ReasonReference, s.step.ID, s.step.Tool, Violation{Path: pointer(ref.at), Why: "the " + ref.describe() + ": " + why})
+			}
+		}
+	}
 	return v, nil
 }
 

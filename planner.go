@@ -38,6 +38,10 @@ type ToolSpec struct {
 	Description  string          `json:"description"`
 	Irreversible bool            `json:"irreversible"`
 	Schema       json.RawMessage `json:"arguments_schema"`
+	// Output is the JSON Schema of the tool's outcome, which a reference
+	// ({"$from": step, "path": pointer}) may read; nil when the tool's
+	// result type says nothing of its shape.
+	Output json.RawMessage `json:"output_schema,omitempty"`
 	// Strict tells whether Schema is within what strict structured output
 	// accepts (see Contract.Strict). It is not shown to the model.
 	Strict bool `json:"-"`

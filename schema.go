@@ -66,6 +66,32 @@ func strictSchema(t reflect.Type, tool string) (schema json.RawMessage, strict b
 	return schema, strict, err
 }
 
+// outcomeSchema is the JSON Schema of what a tool returning t records, as
+// json.Marshal writes it (a decimal as a string), for the planner to see
+// what a reference may read.
+func outcomeSchema(t reflect.Type, tool string) (_ json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%v", p) // a type JSON cannot hold (a channel, a function)
+		}
+	}()
+	r := &jsonschema.Reflector{
+		Anonymous:      true,
+		DoNotReference: !recursive(t, map[reflect.Type]bool{}),
+		ExpandedStruct: true,
+		Namer:          func(t reflect.Type) string { return tool + ".outcome." + definitionName(t) },
+		Mapper: func(t reflect.Type) *jsonschema.Schema {
+			if t == decimalType {
+				return &jsonschema.Schema{Type: "string", Description: "a decimal number"}
+			}
+			return nil
+		},
+	}
+	s := r.ReflectFromType(t)
+	s.Version = ""
+	return json.Marshal(s)
+}
+
 // strictify lists every property as required and lets the optional ones be
 // null, which is how strict structured-output modes express "optional" (it
 // matches the decoder: an optional field may be absent or null), and drops

@@ -2,7 +2,9 @@ package planexec
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // Tool is a function a plan may call, with the contract its arguments are
@@ -14,6 +16,8 @@ type Tool struct {
 	name        string
 	description string
 	contract    *Contract
+	output      reflect.Type    // what the tool returns; nil when it says nothing (an interface)
+	outSchema   json.RawMessage // the JSON Schema of its outcome, as recorded; nil with output
 	call        func(ctx context.Context, args any) (any, error) // args: a *A
 }
 
@@ -35,10 +39,19 @@ func NewTool[A, R any](name, description string, fn func(ctx context.Context, ar
 	if err != nil {
 		return nil, err
 	}
+	out := reflect.TypeFor[R]()
+	var outSchema json.RawMessage
+	if out.Kind() == reflect.Interface {
+		out = nil
+	} else if outSchema, err = outcomeSchema(out, name); err != nil {
+		return nil, &ConfigurationError{Tool: name, Why: "cannot generate the JSON Schema of its outcome: " + err.Error()}
+	}
 	return &Tool{
 		name:        name,
 		description: description,
 		contract:    c,
+		output:      out,
+		outSchema:   outSchema,
 		call: func(ctx context.Context, args any) (any, error) {
 			a, ok := args.(*A)
 			if !ok {

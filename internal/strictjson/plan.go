@@ -285,6 +285,74 @@ type candidate struct {
 // untagged embedded structs promoted, and for a name claimed by several
 // fields the shallowest wins, a tagged one breaking ties, otherwise none.
 func (b *builder) structFields(c *codec, t reflect.Type, path string) error {
+	chosen, err := members(t, path)
+	if err != nil {
+		return err
+	}
+	c.fields = make([]field, len(chosen))
+	for i, f := range chosen {
+		fc, err := b.codec(f.typ, f.path)
+		if err != nil {
+			return err
+		}
+		c.fields[i] = field{name: f.name, index: f.index, viaPtr: f.viaPtr, optional: f.optional, codec: fc}
+		if !f.optional {
+			c.required++
+		}
+	}
+	if len(c.fields) > linearLimit {
+		c.byName = make(map[string]int, len(c.fields))
+		for i, f := range c.fields {
+			c.byName[f.name] = i
+		}
+	}
+	return nil
+}
+
+// Member is one JSON member of a struct type, named as encoding/json names
+// it.
+type Member struct {
+	Name string
+	Type reflect.Type
+	// Optional is true for a member tagged omitempty or omitzero: the
+	// decoder accepts it absent or null.
+	Optional bool
+}
+
+// membersOf caches Members by type.
+var membersOf sync.Map // reflect.Type -> []Member, or error
+
+// Members lists the JSON members of struct type t in declaration order, the
+// way encoding/json and the decoder see them (tag names, embedded structs
+// promoted, conflicting names dropped). It fails where For would for the
+// struct's own members (an embedded pointer to an unexported struct, the
+// "string" tag option); member types are not checked.
+func Members(t reflect.Type) ([]Member, error) {
+	if got, ok := membersOf.Load(t); ok {
+		if err, bad := got.(error); bad {
+			return nil, err
+		}
+		return got.([]Member), nil
+	}
+	chosen, err := members(t, t.String())
+	if err != nil {
+		membersOf.Store(t, err)
+		return nil, err
+	}
+	ms := make([]Member, len(chosen))
+	for i, f := range chosen {
+		ms[i] = Member{Name: f.name, Type: f.typ, Optional: f.optional}
+	}
+	membersOf.Store(t, ms)
+	return ms, nil
+}
+
+// members computes the JSON members of struct type t the way
+// encoding/json does: tag names, "-" and unexported fields skipped,
+// untagged embedded structs promoted, and for a name claimed by several
+// fields the shallowest wins, a tagged one breaking ties, otherwise none.
+// They come in declaration order.
+func members(t reflect.Type, path string) ([]candidate, error) {
 	type level struct {
 		typ    reflect.Type
 		index  []int
@@ -346,7 +414,7 @@ func (b *builder) structFields(c *codec, t reflect.Type, path string) error {
 					case "omitempty", "omitzero":
 						optional = true
 					case "string":
-						return fmt.Errorf("%s: the json tag option \"string\" is not supported", fpath)
+						return nil, fmt.Errorf("%s: the json tag option \"string\" is not supported", fpath)
 					}
 				}
 				index := append(slices.Clip(l.index), i)
@@ -360,7 +428,7 @@ func (b *builder) structFields(c *codec, t reflect.Type, path string) error {
 						if ft.Kind() == reflect.Pointer {
 							if !sf.IsExported() {
 								// encoding/json cannot allocate it either.
-								return fmt.Errorf("%s: embedded pointer to unexported struct type %s cannot be allocated", fpath, et)
+								return nil, fmt.Errorf("%s: embedded pointer to unexported struct type %s cannot be allocated", fpath, et)
 							}
 							viaPtr = true
 						}
@@ -397,25 +465,7 @@ func (b *builder) structFields(c *codec, t reflect.Type, path string) error {
 	}
 	// Declaration order keeps "missing required key" reports predictable.
 	slices.SortFunc(chosen, func(a, b candidate) int { return slices.Compare(a.index, b.index) })
-
-	c.fields = make([]field, len(chosen))
-	for i, f := range chosen {
-		fc, err := b.codec(f.typ, f.path)
-		if err != nil {
-			return err
-		}
-		c.fields[i] = field{name: f.name, index: f.index, viaPtr: f.viaPtr, optional: f.optional, codec: fc}
-		if !f.optional {
-			c.required++
-		}
-	}
-	if len(c.fields) > linearLimit {
-		c.byName = make(map[string]int, len(c.fields))
-		for i, f := range c.fields {
-			c.byName[f.name] = i
-		}
-	}
-	return nil
+	return chosen, nil
 }
 
 // dominant picks the field that owns a JSON name: the shallowest one, or
