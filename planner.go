@@ -77,6 +77,7 @@ const plannerInstructions = `You are a planner. You do not act: you write a plan
 A plan is one JSON object: {"goal": string, "steps": [{"id": string, "tool": string, "arguments": object, "depends_on": [step ids], "intent": string}]}.
 Use only the tools listed. Give each step a short unique id. Arguments must follow the tool's schema exactly: no extra keys, no missing keys, the exact JSON types.
 A step runs only after every step in its depends_on has finished; steps with no dependency between them may run at the same time.
+Where an argument needs what an earlier step returns, write a reference instead of a guess: {"$from": "<step id>", "path": "<JSON Pointer into its outcome>"}, e.g. {"$from": "s1", "path": "/0/flight"}; "" is the whole outcome. The step then waits for that step. A tool's output_schema says what its outcome holds; the type found at the path must fit the argument.
 Irreversible tools cannot be undone and will be put to a person before anything runs.`
 
 // Plan asks the model for a plan. Each earlier refusal is sent back as a
@@ -163,23 +164,54 @@ func Feedback(r *PlanValidationError) string {
 // that tool's own schema, so a strict provider cannot emit an unknown tool or
 // a wrongly typed argument. The executor still validates everything.
 //
+// Wherever an argument value goes, the schema also admits a reference to an
+// earlier step's outcome (see RefKey), defined once as "$defs/reference".
 // Definitions a tool's schema carries (those of recursive types, named after
 // the tool) are moved to the plan schema's own "$defs", where their
 // references point.
 func PlanSchema(tools []ToolSpec) json.RawMessage {
+	return planSchema(tools, true)
+}
+
+// referenceSchema is what a reference is written as, strict-mode ready.
+var referenceSchema = map[string]any{
+	"type":        "object",
+	"description": "The outcome of an earlier step, or the value at a JSON Pointer in it (\"\" is the whole outcome). The step referred to runs first.",
+	"properties": map[string]any{
+		RefKey: map[string]any{"type": "string", "description": "the id of an earlier step"},
+		"path": map[string]any{"type": "string", "description": "a JSON Pointer into its outcome, e.g. /0/flight"},
+	},
+	"required":             []string{RefKey, "path"},
+	"additionalProperties": false,
+}
+
+func planSchema(tools []ToolSpec, refs bool) json.RawMessage {
 	branches := make([]map[string]any, len(tools))
-	defs := map[string]json.RawMessage{}
+	defs := map[string]any{}
 	for i, t := range tools {
-		args := t.Schema
-		var withDefs map[string]json.RawMessage
-		if json.Unmarshal(t.Schema, &withDefs) == nil && withDefs["$defs"] != nil {
-			var own map[string]json.RawMessage
-			if json.Unmarshal(withDefs["$defs"], &own) == nil {
-				for name, d := range own {
-					defs[name] = d
+		var args any = t.Schema
+		if refs {
+			var tree map[string]any
+			if json.Unmarshal(t.Schema, &tree) == nil {
+				if own, ok := tree["$defs"].(map[string]any); ok {
+					for name, d := range own {
+						defs[name] = admitRefs(d)
+					}
+					delete(tree, "$defs")
 				}
-				delete(withDefs, "$defs")
-				args, _ = json.Marshal(withDefs)
+				args = admitRefs(tree)
+			}
+		} else {
+			var withDefs map[string]json.RawMessage
+			if json.Unmarshal(t.Schema, &withDefs) == nil && withDefs["$defs"] != nil {
+				var own map[string]json.RawMessage
+				if json.Unmarshal(withDefs["$defs"], &own) == nil {
+					for name, d := range own {
+						defs[name] = d
+					}
+					delete(withDefs, "$defs")
+					args = withDefs
+				}
 			}
 		}
 		branches[i] = map[string]any{
@@ -195,6 +227,9 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 			"additionalProperties": false,
 		}
 	}
+	if refs {
+		defs["reference"] = referenceSchema
+	}
 	schema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
@@ -209,6 +244,50 @@ func PlanSchema(tools []ToolSpec) json.RawMessage {
 	}
 	out, _ := json.Marshal(schema) // maps of strings and raw schemas always marshal
 	return out
+}
+
+// admitRefs lets a reference stand for every value inside schema: each
+// member's and each element's schema becomes a union with the reference.
+// The schema itself (a tool's arguments, an object) stays as it is.
+func admitRefs(schema any) any {
+	node, ok := schema.(map[string]any)
+	if !ok {
+		return schema
+	}
+	if props, ok := node["properties"].(map[string]any); ok {
+		for name, p := range props {
+			props[name] = orRef(admitRefs(p))
+		}
+	}
+	if items, ok := node["items"]; ok {
+		node["items"] = orRef(admitRefs(items))
+	}
+	if add, ok := node["additionalProperties"].(map[string]any); ok {
+		node["additionalProperties"] = orRef(admitRefs(add))
+	}
+	if anyOf, ok := node["anyOf"].([]any); ok {
+		for i, b := range anyOf {
+			anyOf[i] = admitRefs(b)
+		}
+	}
+	return node
+}
+
+var refBranch = map[string]any{"$ref": "#/$defs/reference"}
+
+// orRef is a union of schema and a reference.
+func orRef(schema any) any {
+	node, ok := schema.(map[string]any)
+	if !ok {
+		return schema // true or false: any value, or none
+	}
+	if anyOf, ok := node["anyOf"].([]any); ok && len(node) <= 2 {
+		if _, described := node["description"]; described || len(node) == 1 {
+			node["anyOf"] = append(anyOf, refBranch)
+			return node
+		}
+	}
+	return map[string]any{"anyOf": []any{node, refBranch}}
 }
 
 // Plan asks planner for a plan for task, validates it, and on refusal asks

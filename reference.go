@@ -12,6 +12,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec/internal/jsonptr"
+	"github.com/planexec/planexec/internal/jsonscan"
 	"github.com/planexec/planexec/internal/strictjson"
 )
 
@@ -206,16 +207,18 @@ func resolveRefs(args []byte, refs []reference, outcome func(from int) []byte) (
 			vs = append(vs, Violation{Path: pointer(ref.at), Why: "the " + ref.describe() + " finds nothing in the outcome"})
 			continue
 		case ref.unquote && len(v) > 0 && v[0] == '"':
+			// A decimal is recorded as a string of its digits, and goes
+			// where a decimal goes as a number, written as it was.
 			var s string
-			d, err := decimal.Decimal{}, json.Unmarshal(v, &s)
-			if err == nil {
-				d, err = decimal.NewFromString(s)
-			}
-			if err != nil {
+			if json.Unmarshal(v, &s) != nil {
 				vs = append(vs, Violation{Path: pointer(ref.at), Why: "the " + ref.describe() + " finds no decimal in the outcome"})
 				continue
 			}
-			v = []byte(d.String())
+			if end, _ := jsonscan.ScanNumber([]byte(s), 0); s == "" || end != len(s) {
+				vs = append(vs, Violation{Path: pointer(ref.at), Why: "the " + ref.describe() + " finds no decimal in the outcome"})
+				continue
+			}
+			v = []byte(s)
 		}
 		values[k] = v
 	}
