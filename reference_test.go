@@ -292,9 +292,9 @@ func TestAReferenceThatCannotWorkIsRefusedBeforeAnythingRuns(t *testing.T) {
 
 func TestAReferenceThatFitsIsAccepted(t *testing.T) {
 	for name, args := range map[string]string{
-		"an integer where an integer goes":         `{"flight":"BA117","seats":{"$from":"s1","path":"/0/seats_left"}}`,
-		"a decimal where a decimal goes":           `{"flight":"BA117","seats":1,"fare":{"$from":"s1","path":"/1/fare"}}`,
-		"a decimal where a string goes":            `{"flight":"BA117","seats":1,"note":{"$from":"s1","path":"/1/fare"}}`,
+		"an integer where an integer goes":          `{"flight":"BA117","seats":{"$from":"s1","path":"/0/seats_left"}}`,
+		"a decimal where a decimal goes":            `{"flight":"BA117","seats":1,"fare":{"$from":"s1","path":"/1/fare"}}`,
+		"a decimal where a string goes":             `{"flight":"BA117","seats":1,"note":{"$from":"s1","path":"/1/fare"}}`,
 		"an optional value where one may be absent": `{"flight":"BA117","seats":1,"note":{"$from":"s1","path":"/0/note"}}`,
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -16,8 +16,8 @@ type Tool struct {
 	name        string
 	description string
 	contract    *Contract
-	output      reflect.Type    // what the tool returns; nil when it says nothing (an interface)
-	outSchema   json.RawMessage // the JSON Schema of its outcome, as recorded; nil with output
+	output      reflect.Type                                     // what the tool returns; nil when it says nothing (an interface)
+	outSchema   json.RawMessage                                  // the JSON Schema of its outcome, as recorded; nil with output
 	call        func(ctx context.Context, args any) (any, error) // args: a *A
 }
 
