@@ -121,7 +121,10 @@ func (v Violation) String() string {
 	return p + ": " + v.Why
 }
 
-// PlanValidationError refuses a whole plan. Nothing ran.
+// PlanValidationError refuses a whole plan. Nothing ran. (As the Err of a
+// *StepError, with ReasonArguments, it is one step's arguments failing their
+// contract once its references were resolved: that step did not run; the
+// steps before it did.)
 //
 // Its message names the reason, the step and the tool, and the first
 // violation; it never contains argument values. The raw planner payload rides
@@ -252,8 +255,9 @@ func (e *ApprovalDeniedError) Error() string {
 	return s
 }
 
-// ApprovalPendingError reports that a person has yet to decide. Nothing ran.
-// Once every decision exists (see Run.Decide), Resume goes on from the
+// ApprovalPendingError reports that a person has yet to decide. Nothing ran,
+// unless the steps waiting hold references: those are cleared when they are
+// ready, after the steps they read ran (see RefKey). Once every decision exists (see Run.Decide), Resume goes on from the
 // stored plan; without a plan store, Execute the same plan again.
 type ApprovalPendingError struct {
 	RunID, Tenant string

@@ -127,9 +127,10 @@ func (r *Run) Usage() llm.Usage {
 // Validate checks the whole plan and returns a *PlanValidationError for the
 // first thing wrong, in this order: empty, too_long, malformed (a plan
 // larger than Limits.MaxPlanBytes), then per step (malformed id,
-// duplicate_id, unknown_tool, not_allowed, arguments), then duplicate_effect,
-// dependency and cycle. It never panics and costs O(steps + edges) plus the
-// size of the arguments.
+// duplicate_id, unknown_tool, not_allowed, a reference not written as one,
+// arguments), then duplicate_effect, dependency (references included),
+// cycle, and whether each reference fits (see RefKey). It never panics and
+// costs O(steps + edges) plus the size of the arguments.
 func (r *Run) Validate(plan Plan) error {
 	if _, err := r.validate(&plan, nil); err != nil {
 		return err
@@ -146,7 +147,10 @@ func (r *Run) Validate(plan Plan) error {
 // are returned joined.
 //
 // The Result is nil when nothing ran: the plan was refused, not cleared, or
-// awaits a person. Otherwise it holds what finished, even when err is not nil.
+// awaits a person. Otherwise it holds what finished, even when err is not nil:
+// a step whose arguments hold references is cleared when it is ready (see
+// RefKey), and a person yet to decide it stops the run there with an
+// *ApprovalPendingError, after the steps before it ran.
 //
 // A plan without an id gets one. A plan that Plan did not just return (built
 // by hand, or edited to a new id or revision) is recorded as PLANNED once it
