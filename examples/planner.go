@@ -1,7 +1,9 @@
 // Command planner plans a trip and runs it, end to end: a model writes a typed
 // plan, the executor refuses the first (one argument has the wrong type), the
 // model writes it again, the independent steps run together, and the
-// irreversible booking waits for a person's approval at the terminal.
+// irreversible booking of the flight the search found (a reference to the
+// search's outcome, type-checked before anything ran) waits for a person's
+// approval at the terminal, who sees the flight and fare really found.
 //
 //	go run ./examples/planner.go          # asks before booking
 //	go run ./examples/planner.go -yes     # approves without asking
@@ -124,15 +126,17 @@ func tools() []*planexec.Tool {
 }
 
 // The scripted model's two answers: the first books "1" seat as a string,
-// which the contract refuses; the second is right.
+// which the contract refuses; the second is right. The booking reads the
+// flight and its fare from what the search returns ({"$from": step, "path":
+// JSON Pointer}), so nothing is guessed before the search has run.
 const (
 	firstPlan = `{"goal":"get them to New York","steps":[
  {"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK","date":"2026-12-14"}},
- {"id":"s2","tool":"book_flight","arguments":{"flight":"BA117","seats":"1","fare":412.50,"currency":"GBP"},"depends_on":["s1"]}]}`
+ {"id":"s2","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":"1","fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"}}]}`
 	secondPlan = `{"goal":"get them to New York","steps":[
  {"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK","date":"2026-12-14"},"intent":"find the fare before booking"},
  {"id":"s2","tool":"hold_room","arguments":{"hotel":"Hudson","nights":3,"total":540.00,"currency":"GBP"},"intent":"a room near the office"},
- {"id":"s3","tool":"book_flight","arguments":{"flight":"BA117","seats":1,"fare":412.50,"currency":"GBP"},"depends_on":["s1"],"intent":"hold the seat before the fare moves"},
+ {"id":"s3","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":1,"fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"},"intent":"book the cheapest flight found"},
  {"id":"s4","tool":"send_itinerary","arguments":{"to":"traveller@example.com","trip":"LHR-JFK 14 Dec, 3 nights"},"depends_on":["s2","s3"]}]}`
 )
 

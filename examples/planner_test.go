@@ -54,15 +54,28 @@ func TestTheTripIsReplannedRunsTogetherAndBooksOnceApproved(t *testing.T) {
 	}
 }
 
-func TestWithoutATerminalOrYesTheBookingIsDeniedAndNothingRuns(t *testing.T) {
+func TestWithoutATerminalOrYesTheBookingIsDeniedAndNotMade(t *testing.T) {
 	var out bytes.Buffer
 	err := run(context.Background(), strings.NewReader("y\n"), &out, options{})
 	var denied *planexec.ApprovalDeniedError
 	if !errors.As(err, &denied) || denied.Tool != "book_flight" {
 		t.Fatalf("err = %v, want the booking denied", err)
 	}
-	if strings.Contains(out.String(), "STEP_STARTED") {
-		t.Errorf("a step ran although the plan was not cleared:\n%s", out.String())
+	text := out.String()
+	// The booking reads the flight the search found, so the person is asked
+	// once the search has run, with the flight and fare it found.
+	asked := strings.Index(text, "approval needed: step s3 calls book_flight")
+	searched := strings.Index(text, "STEP_EXECUTED       rev 2  s1 search_flights")
+	if asked < 0 || searched < 0 || asked < searched {
+		t.Fatalf("the person was not asked after the search:\n%s", text)
+	}
+	if !strings.Contains(text[asked:], `"fare":"412.5","flight":"BA117"`) {
+		t.Errorf("the approval does not show the flight and fare found:\n%s", text)
+	}
+	for _, ran := range []string{"s3 book_flight", "s4 send_itinerary"} {
+		if strings.Contains(text, "STEP_STARTED        rev 2  "+ran) {
+			t.Errorf("%s ran although the booking was denied:\n%s", ran, text)
+		}
 	}
 }
 
