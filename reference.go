@@ -328,17 +328,17 @@ func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
-		at := quote(jsonptr.Format(tokens[:n+1]))
+		at := func() string { return quote(jsonptr.Format(tokens[:n+1])) }
 		switch shapeOf(t, out) {
 		case shapeAny:
 			return t, optional, ""
 		case shapeList:
 			i, ok := jsonptr.Index(tok)
 			if !ok {
-				return nil, false, fmt.Sprintf("%s: %q is no index into a list", at, tok)
+				return nil, false, fmt.Sprintf("%s: %q is no index into a list", at(), tok)
 			}
 			if t.Kind() == reflect.Array && i >= t.Len() {
-				return nil, false, fmt.Sprintf("%s: the array has %d elements", at, t.Len())
+				return nil, false, fmt.Sprintf("%s: the array has %d elements", at(), t.Len())
 			}
 			t = t.Elem()
 			if !out {
@@ -361,10 +361,10 @@ func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional
 				}
 			}
 			if !found {
-				return nil, false, fmt.Sprintf("%s: %s has no member %q", at, t, tok)
+				return nil, false, fmt.Sprintf("%s: %s has no member %q", at(), t, tok)
 			}
 		default:
-			return nil, false, fmt.Sprintf("%s: %s has no members", at, shapeNames[shapeOf(t, out)])
+			return nil, false, fmt.Sprintf("%s: %s has no members", at(), shapeNames[shapeOf(t, out)])
 		}
 	}
 	if out && t.Kind() == reflect.Pointer {
