@@ -279,6 +279,21 @@ func (e *ApprovalPendingError) Error() string {
 		strings.Join(steps, ", "), quote(e.RunID), next)
 }
 
+// AwaitingReplyError reports that the planner of a run of rounds asked the
+// person a question: nothing more runs until they reply (Run.Reply). The run
+// is stored awaiting the reply when Stored is true. Question is what the
+// model wrote, for the person to read: it is not in the error's message.
+type AwaitingReplyError struct {
+	RunID, Tenant string
+	Round         int
+	Question      string
+	Stored        bool
+}
+
+func (e *AwaitingReplyError) Error() string {
+	return fmt.Sprintf("planexec: run %s awaits the person's reply to the planner's question of round %d", quote(e.RunID), e.Round)
+}
+
 // IndeterminateOutcomeError reports a step whose effect nobody can vouch for
 // yet: another holder has its key in flight, or an irreversible tool failed
 // without saying the effect did not land. The step was not run again.

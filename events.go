@@ -32,6 +32,14 @@ const (
 	EventStepFailed        EventKind = "STEP_FAILED"        // a step failed or was stopped before it ran (Detail says which)
 	EventPlanCompleted     EventKind = "PLAN_COMPLETED"     // every step finished
 	EventPlanFailed        EventKind = "PLAN_FAILED"        // the run stopped with an error
+
+	// A run of rounds (Run.Do) records these too; its other events carry
+	// the round they belong to.
+	EventRoundStarted   EventKind = "ROUND_STARTED"   // the planner is asked for the round's plan
+	EventRoundCompleted EventKind = "ROUND_COMPLETED" // the round's steps ended; their outcomes go back to the planner
+	EventQuestionAsked  EventKind = "QUESTION_ASKED"  // the planner asked the person; the run waits for the reply
+	EventReplied        EventKind = "REPLIED"         // the person replied; the run goes on
+	EventAnswered       EventKind = "ANSWERED"        // the planner answered the task; the run ends (Detail: at the bound)
 )
 
 // Event is one entry of the record. Fields that do not apply are zero, and
@@ -46,7 +54,9 @@ type Event struct {
 	Tenant   string    `json:"tenant"`
 	PlanID   string    `json:"plan_id,omitempty"`
 	Revision int       `json:"revision,omitempty"`
-	StepID   string    `json:"step_id,omitempty"`
+	// Round is the round of a run of rounds the event belongs to.
+	Round  int    `json:"round,omitempty"`
+	StepID string `json:"step_id,omitempty"`
 	Tool     string    `json:"tool,omitempty"`
 	// Reason is the refusal reason, for PLAN_REFUSED.
 	Reason Reason `json:"reason,omitempty"`
@@ -110,6 +120,7 @@ func appendEvent(b []byte, e *Event) []byte {
 	}
 	str("plan_id", e.PlanID)
 	num("revision", int64(e.Revision))
+	num("round", int64(e.Round))
 	str("step_id", e.StepID)
 	str("tool", e.Tool)
 	str("reason", string(e.Reason))

@@ -405,6 +405,7 @@ func TestAnObserverMayReadTheRunItWatches(t *testing.T) {
 			model := scripted.New(
 				scripted.Reply{Content: vUnknownToolTrip, Usage: llm.Usage{InputTokens: 100, OutputTokens: 10}},
 				scripted.Reply{Content: vValidTrip, Usage: llm.Usage{InputTokens: 200, OutputTokens: 20}},
+				scripted.Reply{Content: doAnswerJSON, Usage: llm.Usage{InputTokens: 400, OutputTokens: 40}},
 			)
 			var run *planexec.Run
 			var mu sync.Mutex
@@ -448,15 +449,16 @@ func TestAnObserverMayReadTheRunItWatches(t *testing.T) {
 			}
 			// Usage read from the observer already counts the call the
 			// event reports.
+			// (The last PLANNED is the answer's, the third call.)
 			want := map[planexec.EventKind]llm.Usage{
 				planexec.EventPlanRefused: {InputTokens: 100, OutputTokens: 10, Calls: 1},
-				planexec.EventPlanned:     {InputTokens: 300, OutputTokens: 30, Calls: 2},
+				planexec.EventPlanned:     {InputTokens: 700, OutputTokens: 70, Calls: 3},
 			}
 			if !reflect.DeepEqual(usages, want) {
 				t.Errorf("usage seen from the observer = %+v, want %+v", usages, want)
 			}
-			if es := run.Events(); len(es) == 0 || es[len(es)-1].Kind != planexec.EventPlanCompleted {
-				t.Errorf("events = %v, want the run to complete", kinds(es))
+			if es := run.Events(); len(es) == 0 || es[len(es)-1].Kind != planexec.EventAnswered {
+				t.Errorf("events = %v, want the run to be answered", kinds(es))
 			}
 		})
 	}
@@ -484,9 +486,6 @@ func TestAnExecutedPlanIsRecordedAsPlannedOnceBeforeItsFirstStep(t *testing.T) {
 				t.Fatalf("Plan: %v", err)
 			}
 			return run.Execute(ctx, plan)
-		}, 1},
-		{"a plan Do planned", func(t *testing.T, run *planexec.Run) (*planexec.Result, error) {
-			return run.Do(ctx, planner(), "get them to New York")
 		}, 1},
 		{"a plan Plan returned, edited to a new revision", func(t *testing.T, run *planexec.Run) (*planexec.Result, error) {
 			plan, err := run.Plan(ctx, planner(), "get them to New York")

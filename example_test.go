@@ -217,8 +217,9 @@ func ExampleRun_Plan() {
 }
 
 // Do is what a service calls on every request for a job: the first call
-// plans and executes; a retried request for the same run finds the record in
-// the store and resumes instead of planning, asking and booking again.
+// plans and runs it in rounds until the planner answers; a retried request
+// for the same run finds the record in the store and returns the answer
+// instead of planning, asking and booking again.
 func ExampleRun_Do() {
 	var booked atomic.Int32
 	ex, err := planexec.NewExecutor(planexec.Config{
@@ -231,7 +232,8 @@ func ExampleRun_Do() {
 	}
 	model := scripted.New(scripted.Reply{Content: `{"goal":"fly","steps":[
 		{"id":"find","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK"}},
-		{"id":"book","tool":"book_flight","arguments":{"flight":"BA117","seats":1,"fare":412.50},"depends_on":["find"]}]}`})
+		{"id":"book","tool":"book_flight","arguments":{"flight":"BA117","seats":1,"fare":412.50},"depends_on":["find"]}]}`},
+		scripted.Reply{Content: `{"goal":"","steps":[],"answer":"Booked BA117 for 412.50.","question":null}`})
 	planner, err := planexec.NewAgentPlanner(model, planexec.Agent{Name: "planner"})
 	if err != nil {
 		panic(err)
@@ -246,14 +248,14 @@ func ExampleRun_Do() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("request %d: complete %v, booking replayed %v\n", request, res.Complete, res.Steps["book"].Replayed)
+		fmt.Printf("request %d: %q after %d rounds\n", request, res.Answer, res.Round)
 	}
-	fmt.Println("bookings made:", booked.Load(), "| plans asked for:", len(model.Requests()))
+	fmt.Println("bookings made:", booked.Load(), "| model calls:", len(model.Requests()))
 	// Output:
 	// asked: book_flight {"fare":"412.50","flight":"BA117","seats":1} (the tool is irreversible)
-	// request 1: complete true, booking replayed false
-	// request 2: complete true, booking replayed true
-	// bookings made: 1 | plans asked for: 1
+	// request 1: "Booked BA117 for 412.50." after 2 rounds
+	// request 2: "Booked BA117 for 412.50." after 2 rounds
+	// bookings made: 1 | model calls: 2
 }
 
 // A gate may answer "pending": a service cannot park a goroutine for hours

@@ -63,6 +63,13 @@ type Config struct {
 	// PollInterval is how often Run.Follow asks the store for new events.
 	// Default: 250ms.
 	PollInterval time.Duration
+	// MaxRounds bounds a run of rounds (Run.Do): past it, the planner is
+	// asked for an answer from the work done. Default: DefaultMaxRounds (15).
+	MaxRounds int
+	// TokenBudget, when positive, bounds the tokens one run of rounds may
+	// spend on planning: once spent, the planner is asked for an answer
+	// from the work done, as at MaxRounds.
+	TokenBudget int64
 }
 
 // NoReplans, as Config.MaxReplans, asks the planner once and never again.
@@ -134,6 +141,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
+	if cfg.MaxRounds <= 0 {
+		cfg.MaxRounds = DefaultMaxRounds
+	}
 	if cfg.Store != nil {
 		ex.plans = cfg.Store
 		ex.claims, _ = cfg.Store.(IdempotencyStore)
@@ -172,8 +182,17 @@ type Result struct {
 	Revision int
 	// Steps holds each step that finished or failed, by step id.
 	Steps map[string]StepResult
-	// Complete is true when every step of the plan finished.
+	// Complete is true when every step of the plan finished; for a run of
+	// rounds (Run.Do), when the planner answered.
 	Complete bool
+	// Round is the round of a run of rounds the result is of: its plan and
+	// steps are that round's.
+	Round int
+	// Answer is the planner's answer that ended a run of rounds. AtLimit
+	// tells that it was asked for at the bound (Config.MaxRounds or
+	// TokenBudget), from the work done.
+	Answer  string
+	AtLimit bool
 }
 
 // StepResult is one step's result.
@@ -210,13 +229,13 @@ func (r *Result) Outcome(step string, v any) error {
 func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecord) (*Result, error) {
 	d := &r.d
 	ev := func(e Event) time.Time {
-		e.RunID, e.Tenant, e.PlanID, e.Revision = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision
+		e.RunID, e.Tenant, e.PlanID, e.Revision, e.Round = d.RunID, d.Tenant, v.plan.ID, v.plan.Revision, v.plan.Round
 		return r.rec.emit(&e)
 	}
 	// Most steps record two events: started and executed.
 	r.rec.reserve(2*len(v.steps) + 4)
 	v.holder = r.ex.holder()
-	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Steps: make(map[string]StepResult, len(v.steps))}
+	res := &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round, Steps: make(map[string]StepResult, len(v.steps))}
 	finished := make([]bool, len(v.steps))
 	// What finished steps put against each grant still counts: ceilings are
 	// cumulative over the whole plan, across resumes.
@@ -303,6 +322,11 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 		res.Complete = true
 		ev(Event{Kind: EventPlanCompleted, Detail: strconv.Itoa(len(v.steps)) + " steps"})
 	}
+	// In a run of rounds, a round whose steps ended goes back to the
+	// planner: what they did is stored with the run, which is planning.
+	if v.rounds != nil && continuable(err) && ctx.Err() == nil {
+		return res, errors.Join(err, r.endRound(ctx, v, res, err))
+	}
 	// The final status is written even when ctx is done: it is the record of
 	// how the run ended. A run that lost a claim to another holder leaves
 	// the status to that holder.
@@ -316,16 +340,21 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 
 // StatusOf is where a run stands after Execute, Resume or Do returned err,
 // as the store records it: completed (nil), awaiting approval (an
-// *ApprovalPendingError), in doubt (a step's effect may have landed),
+// *ApprovalPendingError), awaiting a reply (an *AwaitingReplyError), in doubt (a step's effect may have landed),
 // interrupted (the run's context ended, or a live holder has a step: resume
 // it later), failed (anything else).
 func StatusOf(err error) RunStatus {
-	var pending *ApprovalPendingError
+	var (
+		pending *ApprovalPendingError
+		reply   *AwaitingReplyError
+	)
 	switch {
 	case err == nil:
 		return RunCompleted
 	case errors.As(err, &pending):
 		return RunAwaitingApproval
+	case errors.As(err, &reply):
+		return RunAwaitingReply
 	}
 	status, _ := endStatus(context.Background(), err)
 	return status
@@ -855,7 +884,7 @@ func (r *Run) prepare(x *execution, i int) (_ *vstep, _ clearance, failed StepRe
 		failed = StepResult{Tool: tool, Status: StepFailed, Err: perr}
 		return nil, clearance{}, failed, errors.Join(&StepError{Step: id, Tool: tool, Err: perr}, r.saveStep(x.after, v, id, failed, clearance{}, perr.Error()))
 	}
-	s.key = Key{Tenant: d.Tenant, Digest: newKeyer(d.Tenant, d.RunID).digest(tool, s.args.keyJSON, s.tool.contract.perTenant)}
+	s.key = Key{Tenant: d.Tenant, Digest: newKeyer(d.Tenant, d.RunID, v.plan.Round).digest(tool, s.args.keyJSON, s.tool.contract.perTenant, s.tool.contract.irreversible)}
 	clr := x.clr[i]
 	if !clr.deferred {
 		return &s, clr, StepResult{}, nil
@@ -972,7 +1001,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 	if inDoubt {
 		res.Status = StepInDoubt
 	}
-	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision,
+	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round,
 		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
 	var serr error
 	switch claims := r.ex.claims; {

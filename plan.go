@@ -23,7 +23,16 @@ type Plan struct {
 	ID       string `json:"id"`
 	Goal     string `json:"goal"`
 	Revision int    `json:"revision"`
-	Steps    []Step `json:"steps"`
+	// Round is the round of a run of rounds (Run.Do) the plan is for,
+	// from 1; 0 for a plan run on its own (Run.Execute).
+	Round int    `json:"round,omitempty"`
+	Steps []Step `json:"steps"`
+	// Answer, in a run of rounds, ends the run: the planner's answer to
+	// the task from the work done, with no steps.
+	Answer string `json:"answer,omitempty"`
+	// Question, in a run of rounds, asks the person something only they
+	// can tell, with no steps: the run waits for their reply (Run.Reply).
+	Question string `json:"question,omitempty"`
 }
 
 // Step names a registered tool and carries its arguments. DependsOn gives the
@@ -82,8 +91,10 @@ func (l Limits) withDefaults() Limits {
 // planWire is the shape a planner writes: a goal and steps. The executor, not
 // the model, assigns the plan's id and revision.
 type planWire struct {
-	Goal  string     `json:"goal,omitempty"`
-	Steps []stepWire `json:"steps,omitempty"` // absent: empty, not malformed
+	Goal     string     `json:"goal,omitempty"`
+	Steps    []stepWire `json:"steps,omitempty"` // absent: empty, not malformed
+	Answer   *string    `json:"answer,omitempty"`
+	Question *string    `json:"question,omitempty"`
 }
 
 type stepWire struct {
@@ -106,7 +117,9 @@ func mustDecoder(t reflect.Type) *strictjson.Decoder {
 
 // DecodePlan decodes a planner's raw output strictly. Output that is empty
 // (only JSON whitespace), null, or a plan with no steps ({} and
-// {"steps": []} alike) is ReasonEmpty; output that is not a plan's shape
+// {"steps": []} alike) and neither an answer nor a question is
+// ReasonEmpty; an answer or a question beside steps, or both together, is
+// ReasonMalformed; output that is not a plan's shape
 // (not JSON, whitespace JSON does not allow, unknown fields, wrong types) is
 // ReasonMalformed. The returned plan has no id or revision yet; the executor
 // assigns them. Validation of tools, arguments and dependencies is
@@ -129,7 +142,15 @@ func DecodePlan(raw []byte, lim Limits) (Plan, error) {
 	if vs := planDecoder.Decode(raw, &w, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth + 3, MaxBytes: lim.MaxPlanBytes}); vs != nil {
 		return refuse(ReasonMalformed, violations(vs))
 	}
-	if len(w.Steps) == 0 {
+	answer, question := orEmpty(w.Answer), orEmpty(w.Question)
+	switch {
+	case answer != "" && question != "":
+		return refuse(ReasonMalformed, []Violation{{Path: "/question", Why: "an answer ends the run and a question waits on the person: write one of them"}})
+	case (answer != "" || question != "") && len(w.Steps) > 0:
+		return refuse(ReasonMalformed, []Violation{{Path: "/steps", Why: "a plan that answers or asks has no steps: steps run first, and the next round answers from what they found"}})
+	case answer != "" || question != "":
+		return Plan{Goal: w.Goal, Answer: answer, Question: question}, nil
+	case len(w.Steps) == 0:
 		return refuse(ReasonEmpty, nil)
 	}
 	p := Plan{Goal: w.Goal, Steps: make([]Step, len(w.Steps))}
@@ -137,6 +158,13 @@ func DecodePlan(raw []byte, lim Limits) (Plan, error) {
 		p.Steps[i] = Step(s)
 	}
 	return p, nil
+}
+
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func violations(vs []strictjson.Violation) []Violation {
@@ -149,7 +177,8 @@ func violations(vs []strictjson.Violation) []Violation {
 
 // vplan is a plan that passed validation, with what execution needs.
 type vplan struct {
-	holder string // names the execution in its claims
+	rounds *roundsState // the run of rounds the plan is a round of; nil for a plan on its own
+	holder string       // names the execution in its claims
 	plan   Plan
 	doc    []byte // the plan's document as stored, once encoded: see document
 	steps  []vstep
@@ -162,11 +191,23 @@ type vplan struct {
 // encoding/json writes for a Plan without HTML escaping, except that each
 // step's arguments stand byte for byte as the planner wrote them (they were
 // checked as JSON by validation).
+//
+// The document of a round of a run of rounds holds the run's rounds too
+// (see roundsState), so that a round's plan and what the rounds before it
+// found are stored in one write.
 func (v *vplan) document() []byte {
 	if v.doc == nil {
 		v.doc = appendPlan(nil, &v.plan)
 	}
-	return v.doc
+	if v.rounds == nil {
+		return v.doc
+	}
+	rounds, _ := json.Marshal(v.rounds) // strings, numbers and raw outcomes: it cannot fail
+	b := make([]byte, 0, len(v.doc)+len(rounds)+12)
+	b = append(b, v.doc[:len(v.doc)-1]...)
+	b = append(b, `,"rounds":`...)
+	b = append(b, rounds...)
+	return append(b, '}')
 }
 
 // appendPlan appends p's document to b. It writes what encoding/json would
@@ -188,9 +229,14 @@ func appendPlan(b []byte, p *Plan) []byte {
 	b = appendJSONString(b, p.Goal)
 	b = append(b, `,"revision":`...)
 	b = strconv.AppendInt(b, int64(p.Revision), 10)
+	if p.Round != 0 {
+		b = append(b, `,"round":`...)
+		b = strconv.AppendInt(b, int64(p.Round), 10)
+	}
 	b = append(b, `,"steps":`...)
 	if p.Steps == nil {
-		return append(b, "null}"...)
+		b = append(b, "null"...)
+		return appendOutcome(b, p)
 	}
 	b = append(b, '[')
 	for i := range p.Steps {
@@ -224,7 +270,21 @@ func appendPlan(b []byte, p *Plan) []byte {
 		}
 		b = append(b, '}')
 	}
-	return append(b, "]}"...)
+	b = append(b, ']')
+	return appendOutcome(b, p)
+}
+
+// appendOutcome ends a plan's document with its answer and question.
+func appendOutcome(b []byte, p *Plan) []byte {
+	if p.Answer != "" {
+		b = append(b, `,"answer":`...)
+		b = appendJSONString(b, p.Answer)
+	}
+	if p.Question != "" {
+		b = append(b, `,"question":`...)
+		b = appendJSONString(b, p.Question)
+	}
+	return append(b, '}')
 }
 
 // appendJSONString appends s quoted as encoding/json quotes a string when it
@@ -305,7 +365,9 @@ type vstep struct {
 	refs []reference
 }
 
-func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError) {
+// validate checks plan; a step naming a tool in barred (one that failed
+// twice in a run of rounds) is refused with ReasonNotAllowed.
+func (r *Run) validate(plan *Plan, payload []byte, barred []string) (*vplan, *PlanValidationError) {
 	d := &r.d
 	lim := r.ex.cfg.Limits
 	names := max(lim.MaxIDLength, 64)
@@ -333,7 +395,7 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 	}
 	v := &vplan{plan: *plan, steps: make([]vstep, len(plan.Steps))}
 	index := make(map[string]int, len(plan.Steps))
-	keys := newKeyer(d.Tenant, d.RunID)
+	keys := newKeyer(d.Tenant, d.RunID, plan.Round)
 	for i := range plan.Steps {
 		s := &plan.Steps[i]
 		if problem := r.checkID(s.ID); problem != "" {
@@ -349,6 +411,10 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 		}
 		if !d.allows(s.Tool) {
 			return nil, refuse(ReasonNotAllowed, s.ID, s.Tool)
+		}
+		if slices.Contains(barred, s.Tool) {
+			return nil, refuse(ReasonNotAllowed, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/tool", i),
+				Why: "the tool failed twice in this run and is no longer offered"})
 		}
 		refs, vs := findRefs(s.Arguments, lim)
 		if vs != nil {
@@ -368,7 +434,7 @@ func (r *Run) validate(plan *Plan, payload []byte) (*vplan, *PlanValidationError
 			return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
 		}
 		v.steps[i] = vstep{step: &v.plan.Steps[i], tool: t, args: args,
-			key: Key{Tenant: d.Tenant, Digest: keys.digest(s.Tool, args.keyJSON, t.contract.perTenant)}}
+			key: Key{Tenant: d.Tenant, Digest: keys.digest(s.Tool, args.keyJSON, t.contract.perTenant, t.contract.irreversible)}}
 	}
 	// Two steps with one key would be one effect: the second would replay
 	// the first, or wait on it as if another holder had it.
@@ -468,34 +534,51 @@ func firstViolation(e *PlanValidationError) string {
 }
 
 // keyer digests idempotency keys: the canonical JSON object
-// {"arguments": ..., "run": ..., "tenant": ..., "tool": ...} ("run" left out
-// for an effect once per tenant), built by hand
-// (members in sorted order) in one reused buffer.
+// {"arguments": ..., "round": ..., "run": ..., "tenant": ..., "tool": ...}
+// ("run" left out for an effect once per tenant, "round" for all but the
+// reversible steps of the rounds after the first), built by hand (members
+// in sorted order) in one reused buffer.
 type keyer struct {
-	runTenant []byte // `,"run":"…","tenant":"…","tool":`
-	tenant    []byte // `,"tenant":"…","tool":`, for effects once per tenant
-	buf       []byte
+	roundRunTenant []byte // `,"round":N,"run":"…","tenant":"…","tool":`
+	runTenant      []byte // `,"run":"…","tenant":"…","tool":`
+	tenant         []byte // `,"tenant":"…","tool":`, for effects once per tenant
+	buf            []byte
 }
 
-func newKeyer(tenant, run string) *keyer {
-	b := append([]byte(nil), `,"run":`...)
+// newKeyer digests the keys of a run's steps in round (0 for a plan run on
+// its own). An irreversible effect has one key in every round, so it is
+// done at most once per run whichever round asks for it; a reversible one
+// (a read) asked for again in a later round runs again, for fresh data.
+func newKeyer(tenant, run string, round int) *keyer {
+	b := append([]byte(nil), `,"round":`...)
+	b = strconv.AppendInt(b, int64(round), 10)
+	atRun := len(b)
+	b = append(b, `,"run":`...)
 	b = canonjson.AppendString(b, run)
 	at := len(b)
 	b = append(b, `,"tenant":`...)
 	b = canonjson.AppendString(b, tenant)
 	b = append(b, `,"tool":`...)
-	return &keyer{runTenant: b, tenant: b[at:]}
+	k := &keyer{runTenant: b[atRun:], tenant: b[at:]}
+	if round > 1 {
+		k.roundRunTenant = b
+	}
+	return k
 }
 
 // digest is the key of tool's effect with arguments: of this run, or of
 // the tenant when perTenant (the object has no "run" member then, so the
-// two never meet).
-func (k *keyer) digest(tool string, arguments []byte, perTenant bool) string {
+// two never meet); of this round too for a reversible effect after the
+// first round.
+func (k *keyer) digest(tool string, arguments []byte, perTenant, irreversible bool) string {
 	k.buf = append(k.buf[:0], `{"arguments":`...)
 	k.buf = append(k.buf, arguments...)
-	if perTenant {
+	switch {
+	case perTenant:
 		k.buf = append(k.buf, k.tenant...)
-	} else {
+	case !irreversible && k.roundRunTenant != nil:
+		k.buf = append(k.buf, k.roundRunTenant...)
+	default:
 		k.buf = append(k.buf, k.runTenant...)
 	}
 	k.buf = canonjson.AppendString(k.buf, tool)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -30,6 +31,48 @@ type PlanRequest struct {
 	// refused, oldest first, with its payload.
 	Attempt  int
 	Refusals []*PlanValidationError
+
+	// Round is the round asked for in a run of rounds (Run.Do), from 1; 0
+	// asks for one plan on its own (Run.Plan). In a round the planner may
+	// write steps to run now, or answer the task (Plan.Answer), or ask the
+	// person a question (Plan.Question); RoundSchema says so to a model.
+	Round int
+	// History is what the run's earlier rounds did, oldest first: each
+	// round's goal and the outcome of each of its steps, or the question
+	// asked and the person's reply.
+	History []Round
+	// Barred names tools that failed twice in this run: they are left out
+	// of Tools, and a step naming one is refused.
+	Barred []string
+	// Final is true when the run is at its bound (rounds, or tokens): the
+	// planner answers from the work done, and Tools is empty.
+	Final bool
+}
+
+// Round is one round of a run of rounds, as its planner is shown it.
+type Round struct {
+	Number int    `json:"round"`
+	Goal   string `json:"goal,omitempty"`
+	// Observations are what its steps did, in the plan's order.
+	Observations []Observation `json:"observations,omitempty"`
+	// Question is what the planner asked the person in this round, and
+	// Reply what they answered.
+	Question string `json:"question,omitempty"`
+	Reply    string `json:"reply,omitempty"`
+}
+
+// Observation is what one step of a round did, as its planner is told:
+// the outcome as the tool returned it (cut to MaxObservationBytes, and then
+// marked Truncated, its start in Excerpt), or a fixed account of why it did
+// not finish, which carries no internal error's text.
+type Observation struct {
+	Step      string          `json:"step"`
+	Tool      string          `json:"tool"`
+	Status    string          `json:"status"` // done, failed, in_doubt or not_run
+	Outcome   json.RawMessage `json:"outcome,omitempty"`
+	Excerpt   string          `json:"excerpt,omitempty"`
+	Truncated bool            `json:"truncated,omitempty"`
+	Error     string          `json:"error,omitempty"`
 }
 
 // ToolSpec is what a planner is told about one tool.
@@ -80,19 +123,49 @@ A step runs only after every step in its depends_on has finished; steps with no 
 Where an argument needs what an earlier step returns, write a reference instead of a guess: {"$from": "<step id>", "path": "<JSON Pointer into its outcome>"}, e.g. {"$from": "s1", "path": "/0/flight"}; "" is the whole outcome. The step then waits for that step. A tool's output_schema says what its outcome holds; the type found at the path must fit the argument.
 Irreversible tools cannot be undone and will be put to a person before anything runs.`
 
+const roundInstructions = `You work in rounds. Write the steps that can run now; once they have run you see each step's outcome and plan the next round. Do not guess what a step will find: run it first, or refer to its outcome.
+When the task is done, or cannot be done, write no steps and give the answer: {"goal": "", "steps": [], "answer": "...", "question": null}.
+If only the person can tell you something you need, write no steps and ask: {"goal": "", "steps": [], "answer": null, "question": "..."}.`
+
+const finalInstructions = `You are a planner whose run has reached its bound: no more steps can run. Answer the task from the work done, as one JSON object: {"answer": "..."}. Say plainly what was done and what was not.`
+
 // Plan asks the model for a plan. Each earlier refusal is sent back as a
 // follow-up turn, after the model's own answer, so it sees what it wrote and
-// why it was refused.
+// why it was refused. In a run of rounds the earlier rounds are told in the
+// first turn, after the task.
 func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse, error) {
 	system := plannerInstructions
+	switch {
+	case req.Final:
+		system = finalInstructions
+	case req.Round > 0:
+		system += "\n" + roundInstructions
+	}
 	if p.agent.Instructions != "" {
 		system += "\n\n" + p.agent.Instructions
 	}
-	catalog, err := json.MarshalIndent(req.Tools, "", "  ")
-	if err != nil {
-		return nil, err
+	var first strings.Builder
+	first.WriteString("Task: " + req.Task)
+	if !req.Final {
+		catalog, err := json.MarshalIndent(req.Tools, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		first.WriteString("\n\nTools:\n" + string(catalog))
 	}
-	msgs := []llm.Message{{Role: llm.RoleUser, Content: "Task: " + req.Task + "\n\nTools:\n" + string(catalog)}}
+	if len(req.Barred) > 0 {
+		first.WriteString("\n\nThese tools failed twice in this run and are no longer offered: " + strings.Join(req.Barred, ", ") + ".")
+	}
+	for _, h := range req.History {
+		first.WriteString("\n\n" + tellRound(h))
+	}
+	switch {
+	case req.Final:
+		first.WriteString("\n\nAnswer now, from the work done.")
+	case req.Round > 1:
+		fmt.Fprintf(&first, "\n\nWrite round %d: the steps to run next, or the answer.", req.Round)
+	}
+	msgs := []llm.Message{{Role: llm.RoleUser, Content: first.String()}}
 	for _, r := range req.Refusals {
 		msgs = append(msgs,
 			llm.Message{Role: llm.RoleAssistant, Content: excerpt(r.Payload)},
@@ -102,16 +175,15 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 	for _, t := range req.Tools {
 		strict = strict && t.Strict
 	}
-	resp, err := p.model.Generate(ctx, &llm.Request{
-		System:   system,
-		Messages: msgs,
-		Output: &llm.OutputSchema{
-			Name:        "plan",
-			Description: "A plan of tool calls that reaches the goal.",
-			Schema:      PlanSchema(req.Tools),
-			Strict:      strict,
-		},
-	})
+	output := &llm.OutputSchema{Name: "plan", Description: "A plan of tool calls that reaches the goal.", Schema: PlanSchema(req.Tools), Strict: strict}
+	switch {
+	case req.Final:
+		output = &llm.OutputSchema{Name: "answer", Description: "The answer to the task from the work done.", Schema: AnswerSchema(), Strict: true}
+	case req.Round > 0:
+		output.Description = "The steps of the next round, or the answer, or a question for the person."
+		output.Schema = RoundSchema(req.Tools)
+	}
+	resp, err := p.model.Generate(ctx, &llm.Request{System: system, Messages: msgs, Output: output})
 	if resp == nil {
 		return nil, err
 	}
@@ -120,6 +192,15 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 	// answer that came with an error (cut off by the token limit) still cost
 	// its tokens: the response carries them beside the error.
 	return &PlanResponse{Payload: []byte(resp.Content), Usage: resp.Usage, Model: resp.Model, RequestID: resp.RequestID}, err
+}
+
+// tellRound renders an earlier round for the planner.
+func tellRound(h Round) string {
+	if h.Question != "" {
+		return fmt.Sprintf("Round %d: you asked the person: %s\nThey replied: %s", h.Number, h.Question, h.Reply)
+	}
+	obs, _ := json.MarshalIndent(h.Observations, "", "  ") // plain values: it cannot fail
+	return fmt.Sprintf("Round %d ran (goal: %s). What each step did:\n%s", h.Number, h.Goal, obs)
 }
 
 // maxExcerpt bounds how much of a refused plan is sent back to the model: a
@@ -183,6 +264,32 @@ var referenceSchema = map[string]any{
 	},
 	"required":             []string{RefKey, "path"},
 	"additionalProperties": false,
+}
+
+// RoundSchema is PlanSchema for a round of a run of rounds: beside the goal
+// and the steps, an answer and a question (strings, or null), so a strict
+// provider can end the run or ask the person.
+func RoundSchema(tools []ToolSpec) json.RawMessage {
+	return withOutcomes(planSchema(tools, true))
+}
+
+// AnswerSchema is what a planner writes at a run's bound: an answer only.
+func AnswerSchema() json.RawMessage {
+	return json.RawMessage(`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}`)
+}
+
+// withOutcomes adds the answer and the question to a plan schema.
+func withOutcomes(schema json.RawMessage) json.RawMessage {
+	var tree map[string]any
+	if json.Unmarshal(schema, &tree) != nil {
+		return schema
+	}
+	props, _ := tree["properties"].(map[string]any)
+	nullable := map[string]any{"type": []string{"string", "null"}}
+	props["answer"], props["question"] = nullable, nullable
+	tree["required"] = []string{"goal", "steps", "answer", "question"}
+	out, _ := json.Marshal(tree)
+	return out
 }
 
 func planSchema(tools []ToolSpec, refs bool) json.RawMessage {
@@ -298,10 +405,14 @@ func orRef(schema any) any {
 // (a provider outage) is returned as it is.
 func (r *Run) Plan(ctx context.Context, planner Planner, task string) (_ Plan, err error) {
 	defer r.storeHistory(ctx, &err)
-	return r.plan(ctx, planner, task)
+	return r.plan(ctx, planner, PlanRequest{Task: task})
 }
 
-func (r *Run) plan(ctx context.Context, planner Planner, task string) (Plan, error) {
+// plan asks planner for what req describes (its Attempt and Refusals are
+// filled here) until a plan passes validation or the replans run out. For a
+// round, an answer or a question with no steps passes; at the bound
+// (req.Final) only an answer does.
+func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest) (Plan, error) {
 	d := &r.d
 	if len(r.catalog) == 0 {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation's scope leaves no tool to plan with"}
@@ -309,13 +420,18 @@ func (r *Run) plan(ctx context.Context, planner Planner, task string) (Plan, err
 	if d.expired(r.ex.cfg.Now()) {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
 	}
+	if req.Final {
+		req.Tools = nil
+	} else {
+		req.Tools = r.offered(req.Barred)
+	}
 	planID := uuid.NewString()
-	var refusals []*PlanValidationError
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return Plan{}, err
 		}
-		resp, err := planner.Plan(ctx, PlanRequest{Task: task, Tools: r.Catalog(), Attempt: attempt, Refusals: refusals})
+		req.Attempt = attempt
+		resp, err := planner.Plan(ctx, req)
 		if resp != nil {
 			r.mu.Lock()
 			r.usage = r.usage.Add(resp.Usage)
@@ -325,38 +441,64 @@ func (r *Run) plan(ctx context.Context, planner Planner, task string) (Plan, err
 			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
 		}
 		usage := resp.Usage
-		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt)
+		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt, &req)
 		if perr == nil {
 			r.mu.Lock()
 			r.planned = planRef{planID, attempt}
 			r.mu.Unlock()
-			r.rec.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
-				Model: resp.Model, RequestID: resp.RequestID,
-				Detail: fmt.Sprintf("%d steps", len(plan.Steps))})
+			detail := fmt.Sprintf("%d steps", len(plan.Steps))
+			switch {
+			case plan.Answer != "":
+				detail = "an answer"
+			case plan.Question != "":
+				detail = "a question for the person"
+			}
+			r.rec.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
+				Model: resp.Model, RequestID: resp.RequestID, Detail: detail})
 			return plan, nil
 		}
 		perr.Attempts = attempt
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Attempt: attempt, Usage: &usage,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
 			Model: resp.Model, RequestID: resp.RequestID,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
-		refusals = append(refusals, perr)
+		req.Refusals = append(req.Refusals, perr)
 		if attempt > r.ex.cfg.MaxReplans {
 			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
 				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
 		}
-		r.rec.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Attempt: attempt + 1, Reason: perr.Reason})
+		r.rec.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Round: req.Round, Attempt: attempt + 1, Reason: perr.Reason})
 	}
 }
 
-func (r *Run) decodeAndValidate(payload []byte, planID string, revision int) (Plan, *PlanValidationError) {
+// offered is the run's catalog without the tools barred.
+func (r *Run) offered(barred []string) []ToolSpec {
+	tools := r.Catalog()
+	if len(barred) == 0 {
+		return tools
+	}
+	return slices.DeleteFunc(tools, func(t ToolSpec) bool { return slices.Contains(barred, t.Name) })
+}
+
+func (r *Run) decodeAndValidate(payload []byte, planID string, revision int, req *PlanRequest) (Plan, *PlanValidationError) {
 	plan, err := DecodePlan(payload, r.ex.cfg.Limits)
-	if err != nil {
-		perr := err.(*PlanValidationError)
+	refuse := func(perr *PlanValidationError) (Plan, *PlanValidationError) {
 		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = r.d.RunID, r.d.Tenant, planID, revision
 		return Plan{}, perr
 	}
-	plan.ID, plan.Revision = planID, revision
-	if _, perr := r.validate(&plan, payload); perr != nil {
+	if err != nil {
+		return refuse(err.(*PlanValidationError))
+	}
+	plan.ID, plan.Revision, plan.Round = planID, revision, req.Round
+	switch {
+	case req.Final && plan.Answer == "":
+		return refuse(&PlanValidationError{Reason: ReasonMalformed, Payload: payload,
+			Violations: []Violation{{Path: "/answer", Why: "the run is at its bound: only an answer is taken"}}})
+	case req.Round == 0 && (plan.Answer != "" || plan.Question != ""):
+		return refuse(&PlanValidationError{Reason: ReasonEmpty, Payload: payload})
+	case plan.Answer != "" || plan.Question != "":
+		return plan, nil
+	}
+	if _, perr := r.validate(&plan, payload, req.Barred); perr != nil {
 		return Plan{}, perr
 	}
 	return plan, nil

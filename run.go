@@ -132,7 +132,7 @@ func (r *Run) Usage() llm.Usage {
 // cycle, and whether each reference fits (see RefKey). It never panics and
 // costs O(steps + edges) plus the size of the arguments.
 func (r *Run) Validate(plan Plan) error {
-	if _, err := r.validate(&plan, nil); err != nil {
+	if _, err := r.validate(&plan, nil, nil); err != nil {
 		return err
 	}
 	return nil
@@ -161,7 +161,7 @@ func (r *Run) Execute(ctx context.Context, plan Plan) (_ *Result, err error) {
 	}
 	defer r.busy.Store(false)
 	defer r.storeHistory(ctx, &err)
-	return r.execute(ctx, plan)
+	return r.execute(ctx, plan, nil)
 }
 
 // storeHistory stores, as a call ends, the events it recorded that are not
@@ -172,24 +172,27 @@ func (r *Run) storeHistory(ctx context.Context, err *error) {
 	}
 }
 
-func (r *Run) execute(ctx context.Context, plan Plan) (*Result, error) {
+// execute validates and runs plan; st is the run of rounds it is a round
+// of, nil for a plan on its own.
+func (r *Run) execute(ctx context.Context, plan Plan, st *roundsState) (*Result, error) {
 	if plan.ID == "" {
 		plan.ID = uuid.NewString()
 	}
 	if plan.Revision == 0 {
 		plan.Revision = 1
 	}
-	v, perr := r.validate(&plan, nil)
+	v, perr := r.validate(&plan, nil, st.barred())
 	if perr != nil {
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		return nil, perr
 	}
+	v.rounds = st
 	r.mu.Lock()
 	fromPlan := r.planned == planRef{plan.ID, plan.Revision}
 	r.mu.Unlock()
 	if !fromPlan {
-		r.rec.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 			Detail: strconv.Itoa(len(plan.Steps)) + " steps, validated"})
 	}
 	return r.run(ctx, v, nil)
@@ -229,46 +232,28 @@ func (r *Run) load(ctx context.Context) (*store.PlanRecord, error) {
 }
 
 func (r *Run) resume(ctx context.Context, rec *store.PlanRecord) (*Result, error) {
-	plan, err := decodeStored(rec)
+	plan, st, err := decodeRun(rec)
 	if err != nil {
 		return nil, err
 	}
-	v, perr := r.validate(&plan, nil)
+	if st != nil && (rec.Status == store.RunPlanning || len(plan.Steps) == 0) {
+		// A run of rounds between rounds, answered or asking: its plan has
+		// nothing left to run (Do goes on with the rounds).
+		return r.storedRound(rec, plan, st)
+	}
+	v, perr := r.validate(&plan, nil, st.barred())
 	if perr != nil {
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: "on resume"})
 		return nil, perr
 	}
-	v.doc = rec.Plan // what the plan decoded from: saved again as it is
-	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision,
+	if st == nil {
+		v.doc = rec.Plan // what the plan decoded from: saved again as it is
+	}
+	v.rounds = st
+	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(plan.Steps))})
 	return r.run(ctx, v, rec.Steps)
-}
-
-// Do finishes the job task names: it resumes the run if the store holds a
-// record of it, and otherwise plans task with planner and executes the plan.
-// It is what a service calls on every request for a job, first or repeated:
-// a retried request resumes instead of planning (and acting) again.
-func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, err error) {
-	if !r.busy.CompareAndSwap(false, true) {
-		return nil, ErrRunBusy
-	}
-	defer r.busy.Store(false)
-	defer r.storeHistory(ctx, &err)
-	if r.ex.plans != nil {
-		rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
-		switch {
-		case err == nil:
-			return r.resume(ctx, rec)
-		case !errors.Is(err, ErrNoRecord):
-			return nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
-		}
-	}
-	plan, err := r.plan(ctx, planner, task)
-	if err != nil {
-		return nil, err
-	}
-	return r.execute(ctx, plan)
 }
 
 // Forget removes the run's plan record and its step records.

@@ -21,8 +21,10 @@ const (
 	RunAwaitingApproval = store.RunAwaitingApproval // a person has yet to decide (RunInfo.Waiting names the requests)
 	RunInDoubt          = store.RunInDoubt          // a step's effect may have landed (RunInfo.Waiting names its key)
 	RunInterrupted      = store.RunInterrupted      // stopped before it finished, nothing in doubt: resume it
-	RunCompleted        = store.RunCompleted        // every step finished
+	RunCompleted        = store.RunCompleted        // every step finished (a run of rounds: the planner answered)
 	RunFailed           = store.RunFailed           // a step failed, or a person or the ladder refused one
+	RunPlanning         = store.RunPlanning         // a run of rounds between rounds: Do goes on with the next
+	RunAwaitingReply    = store.RunAwaitingReply    // the planner asked the person: Reply goes on with their answer
 )
 
 // RunInfo is a stored run as a listing shows it.

@@ -28,10 +28,16 @@ const (
 	// RunFailed: a step failed, or a person or the autonomy ladder refused
 	// one.
 	RunFailed RunStatus = "failed"
+	// RunPlanning: a run of rounds whose last round ended; its planner is
+	// asked for the next (the run goes on when Do is called again).
+	RunPlanning RunStatus = "planning"
+	// RunAwaitingReply: the planner of a run of rounds asked the person a
+	// question; the run goes on with their reply.
+	RunAwaitingReply RunStatus = "awaiting_reply"
 )
 
 // RunStatuses are the statuses a run record may hold, each once.
-var RunStatuses = []RunStatus{RunRunning, RunAwaitingApproval, RunInDoubt, RunInterrupted, RunCompleted, RunFailed}
+var RunStatuses = []RunStatus{RunRunning, RunAwaitingApproval, RunInDoubt, RunInterrupted, RunCompleted, RunFailed, RunPlanning, RunAwaitingReply}
 
 // Wait is one thing a stopped run waits for: a person's decision on an
 // approval request, or the resolution of a key in doubt.
