@@ -57,7 +57,7 @@ type Event struct {
 	// Round is the round of a run of rounds the event belongs to.
 	Round  int    `json:"round,omitempty"`
 	StepID string `json:"step_id,omitempty"`
-	Tool     string    `json:"tool,omitempty"`
+	Tool   string `json:"tool,omitempty"`
 	// Reason is the refusal reason, for PLAN_REFUSED.
 	Reason Reason `json:"reason,omitempty"`
 	// Attempt is the planning attempt, for planning events.
