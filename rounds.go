@@ -154,14 +154,14 @@ func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord) 
 	case err != nil:
 		return nil, err
 	case st == nil:
-		return r.resume(ctx, rec)
+		return r.resumeRun(ctx, rec, plan, nil)
 	case plan.Answer != "" || plan.Question != "":
 		return r.storedRound(rec, plan, st)
 	case rec.Status == store.RunPlanning:
 		return r.rounds(ctx, planner, st, plan.Round+1, nil)
 	}
 	// A round was under way: it is finished first.
-	res, err := r.resume(ctx, rec)
+	res, err := r.resumeRun(ctx, rec, plan, st)
 	if !continuable(err) || ctx.Err() != nil {
 		return res, err
 	}

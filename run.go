@@ -236,6 +236,12 @@ func (r *Run) resume(ctx context.Context, rec *store.PlanRecord) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	return r.resumeRun(ctx, rec, plan, st)
+}
+
+// resumeRun resumes rec, decoded into plan and st (nil for a plan on its
+// own); a round that ends adds to st.
+func (r *Run) resumeRun(ctx context.Context, rec *store.PlanRecord, plan Plan, st *roundsState) (*Result, error) {
 	if st != nil && (rec.Status == store.RunPlanning || len(plan.Steps) == 0) {
 		// A run of rounds between rounds, answered or asking: its plan has
 		// nothing left to run (Do goes on with the rounds).
