@@ -44,6 +44,18 @@ func TestThePlanDocumentIsWhatEncodingJSONWrites(t *testing.T) {
 			t.Errorf("text %q:\ngot  %s\nwant %s", text, got, want)
 		}
 	}
+	for _, text := range hostileText {
+		// A round, and one that answers or asks: no steps.
+		for _, p := range []*Plan{
+			{ID: "p", Round: 3, Steps: []Step{{ID: "s1", Tool: "t", Arguments: json.RawMessage(`{}`)}}},
+			{ID: "p", Round: 4, Answer: text},
+			{ID: "p", Round: 5, Question: text, Steps: []Step{}},
+		} {
+			if got, want := appendPlan(nil, p), byEncodingJSON(t, p); string(got) != string(want) {
+				t.Errorf("text %q:\ngot  %s\nwant %s", text, got, want)
+			}
+		}
+	}
 	for _, p := range []*Plan{{}, {Steps: []Step{}}} {
 		if got, want := appendPlan(nil, p), byEncodingJSON(t, p); string(got) != string(want) {
 			t.Errorf("got %s, want %s", got, want)
@@ -56,7 +68,8 @@ func FuzzPlanDocument(f *testing.F) {
 		f.Add(s, s)
 	}
 	f.Fuzz(func(t *testing.T, goal, dep string) {
-		p := &Plan{ID: dep, Goal: goal, Steps: []Step{{ID: goal, Tool: dep, Arguments: json.RawMessage(`{}`), DependsOn: []string{dep}, Intent: goal}}}
+		p := &Plan{ID: dep, Goal: goal, Round: len(goal), Steps: []Step{{ID: goal, Tool: dep, Arguments: json.RawMessage(`{}`), DependsOn: []string{dep}, Intent: goal}},
+			Answer: dep, Question: goal}
 		if got, want := appendPlan(nil, p), byEncodingJSON(t, p); string(got) != string(want) {
 			t.Errorf("got %q, want %q", got, want)
 		}
@@ -67,7 +80,7 @@ func FuzzPlanDocument(f *testing.F) {
 // HTML escaping), so that json.Unmarshal reads it back whole.
 func TestAnEventsDocumentIsWhatEncodingJSONWrites(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.FixedZone("x", 3600))
-	full := Event{Seq: 7, Kind: EventPlanRefused, Time: at, RunID: "run", Tenant: "acme", PlanID: "p", Revision: 2,
+	full := Event{Seq: 7, Kind: EventPlanRefused, Time: at, RunID: "run", Tenant: "acme", PlanID: "p", Revision: 2, Round: 4,
 		StepID: "s1", Tool: "book", Reason: ReasonArguments, Attempt: 3, Usage: &llm.Usage{InputTokens: 10, OutputTokens: -1, Calls: 1},
 		Model: "m", RequestID: "req", Request: "r", Approver: "dana", Grant: "g", Level: LevelActAndReport, Replayed: true,
 		Duration: 1500 * time.Millisecond, Detail: "why"}
