@@ -42,9 +42,14 @@
 //	run, err := ex.Run(planexec.Delegation{RunID: jobID, Tenant: "acme", User: "dana"})
 //	res, err := run.Do(ctx, planner, "get them to New York")
 //
-// [Run.Do] resumes the run if the store holds it and plans and executes it
-// otherwise, so a retried request never plans (or acts) twice. [Run.Plan],
-// [Run.Execute] and [Run.Resume] do the parts alone. [Run.Decide],
+// [Run.Do] runs the job in rounds: the planner writes the steps that can run
+// now, they run, their outcomes go back to it, and it plans again until it
+// answers ([Result.Answer]) or asks the person ([Run.Reply] goes on). With a
+// store, Do goes on from where a stored run stands, so a retried request
+// never plans (or acts) twice. [Run.Plan], [Run.Execute] and [Run.Resume] do
+// the parts alone, one plan at a time. Within one plan, a step's argument
+// may read an earlier step's outcome ([RefKey]), type-checked before
+// anything runs. [Run.Decide],
 // [Run.Resolve] and [Run.Forget] need only the store: an executor with no
 // tools can do them.
 //
@@ -55,7 +60,7 @@
 //
 // Validation refuses the whole plan with a [*PlanValidationError] whose
 // [Reason] says why: empty, malformed, too_long, duplicate_id, unknown_tool,
-// not_allowed, arguments, duplicate_effect, dependency, cycle, and replan when
+// not_allowed, arguments, duplicate_effect, dependency, cycle, reference, and replan when
 // the planner kept producing invalid plans. Nothing is repaired: an undeclared
 // argument, "2" for 2, or a plan too long is refused, never dropped, coerced
 // or truncated.
@@ -100,8 +105,11 @@
 //     clearance (nothing ran) or, with AtDispatch, just before the step ran.
 //   - [*ApprovalDeniedError]: a person (or an expired decision) did not clear
 //     a step. When it happens during clearance, nothing ran.
-//   - [*ApprovalPendingError]: a gate answered pending. Nothing ran; the plan
-//     is stored (Stored) so Resume goes on once the decision exists.
+//   - [*ApprovalPendingError]: a gate answered pending. Nothing ran (but the
+//     steps a step with references reads); the plan is stored (Stored) so
+//     Resume goes on once the decision exists.
+//   - [*AwaitingReplyError]: the planner of a run of rounds asked the person
+//     a question; the run is stored, and Reply goes on with their answer.
 //   - [*IndeterminateOutcomeError]: nobody can say yet whether a step's effect
 //     happened. errors.Is(err, [ErrInFlight]): a live holder has it; wait.
 //     errors.Is(err, [ErrInDoubt]): an irreversible tool failed without

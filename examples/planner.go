@@ -3,7 +3,8 @@
 // model writes it again, the independent steps run together, and the
 // irreversible booking of the flight the search found (a reference to the
 // search's outcome, type-checked before anything ran) waits for a person's
-// approval at the terminal, who sees the flight and fare really found.
+// approval at the terminal, who sees the flight and fare really found. The
+// outcomes go back to the model, which answers in a second round.
 //
 //	go run ./examples/planner.go          # asks before booking
 //	go run ./examples/planner.go -yes     # approves without asking
@@ -138,6 +139,9 @@ const (
  {"id":"s2","tool":"hold_room","arguments":{"hotel":"Hudson","nights":3,"total":540.00,"currency":"GBP"},"intent":"a room near the office"},
  {"id":"s3","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":1,"fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"},"intent":"book the cheapest flight found"},
  {"id":"s4","tool":"send_itinerary","arguments":{"to":"traveller@example.com","trip":"LHR-JFK 14 Dec, 3 nights"},"depends_on":["s2","s3"]}]}`
+	// Round 2: the model has seen what round 1 did, and answers.
+	answer    = `{"goal":"","steps":[],"question":null,"answer":"Booked BA117 (LHR-JFK, 14 Dec) at 412.50 GBP, held a room at the Hudson for 3 nights, and emailed the itinerary to traveller@example.com."}`
+	notBooked = `{"goal":"","steps":[],"question":null,"answer":"Not booked: the booking of BA117 at 412.50 GBP was not approved. A room at the Hudson is held for 3 nights."}`
 )
 
 // options are the command's flags.
@@ -223,8 +227,23 @@ func withProviders(ctx context.Context) int {
 	return 0
 }
 
+// scriptedModel stands in for a model, following the conversation as one
+// would: the first plan, the plan again once told why it was refused, and
+// the answer once told what round 1 did.
 func scriptedModel() llm.Model {
-	return scripted.New(scripted.Reply{Content: firstPlan}, scripted.Reply{Content: secondPlan})
+	return scripted.Respond(func(req *llm.Request) scripted.Reply {
+		told := req.Messages[0].Content
+		switch {
+		case strings.Contains(told, "Round 1 ran") && strings.Contains(told, "did not approve"):
+			return scripted.Reply{Content: notBooked}
+		case strings.Contains(told, "Round 1 ran"):
+			return scripted.Reply{Content: answer}
+		case len(req.Messages) == 1:
+			return scripted.Reply{Content: firstPlan}
+		default:
+			return scripted.Reply{Content: secondPlan}
+		}
+	})
 }
 
 // openStore opens the store named by spec; memory when spec is empty.
@@ -340,6 +359,7 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 			fmt.Fprintf(out, "booked: %s\n", ticket)
 		}
 	}
+	fmt.Fprintf(out, "answer (round %d): %s\n", res.Round, res.Answer)
 	return nil
 }
 
@@ -372,6 +392,9 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 func printEvent(out io.Writer, start time.Time, e planexec.Event) {
 	line := fmt.Sprintf("%6.3fs  %-19s", e.Time.Sub(start).Seconds(), e.Kind)
+	if e.Round > 0 {
+		line += fmt.Sprintf(" round %d", e.Round)
+	}
 	if e.Revision > 0 {
 		line += fmt.Sprintf(" rev %d", e.Revision)
 	}

@@ -31,12 +31,21 @@ type Model struct {
 
 	mu       sync.Mutex
 	replies  []Reply
+	respond  func(req *llm.Request) Reply
 	requests []llm.Request
 }
 
 // New returns a model that gives replies in order.
 func New(replies ...Reply) *Model {
 	return &Model{replies: replies}
+}
+
+// Respond returns a model that answers each call with what respond returns
+// for its request: a script that follows the conversation (answering once a
+// request tells what earlier rounds found, say) rather than counting calls.
+// respond is called with the model's lock held, one call at a time.
+func Respond(respond func(req *llm.Request) Reply) *Model {
+	return &Model{respond: respond}
 }
 
 // Generate returns the next reply. When a reply carries no usage, one is
@@ -49,10 +58,15 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	defer m.mu.Unlock()
 	m.requests = append(m.requests, cloneRequest(req))
 	n := len(m.requests)
-	if n > len(m.replies) {
+	var r Reply
+	switch {
+	case m.respond != nil:
+		r = m.respond(req)
+	case n > len(m.replies):
 		return nil, fmt.Errorf("%w (call %d of %d)", ErrScriptExhausted, n, len(m.replies))
+	default:
+		r = m.replies[n-1]
 	}
-	r := m.replies[n-1]
 	if r.Err != nil {
 		return nil, r.Err
 	}

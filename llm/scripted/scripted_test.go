@@ -3,6 +3,7 @@ package scripted_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/planexec/planexec/llm"
@@ -34,5 +35,23 @@ func TestACancelledContextIsNotAnswered(t *testing.T) {
 	cancel()
 	if _, err := scripted.New(scripted.Reply{Content: "x"}).Generate(ctx, &llm.Request{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestARespondingModelAnswersEachRequestByWhatItSays(t *testing.T) {
+	m := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		if strings.Contains(req.Messages[len(req.Messages)-1].Content, "again") {
+			return scripted.Reply{Content: "second"}
+		}
+		return scripted.Reply{Content: "first"}
+	})
+	for i, tc := range []struct{ say, want string }{{"hello", "first"}, {"hello again", "second"}, {"hello", "first"}} {
+		resp, err := m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: tc.say}}})
+		if err != nil || resp.Content != tc.want {
+			t.Errorf("call %d: %q, %v; want %q", i+1, resp.Content, err, tc.want)
+		}
+	}
+	if n := len(m.Requests()); n != 3 {
+		t.Errorf("%d requests recorded, want 3", n)
 	}
 }
