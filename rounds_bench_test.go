@@ -166,7 +166,9 @@ func BenchmarkDependentTask(b *testing.B) {
 					}
 				}
 				ex, err := planexec.NewExecutor(planexec.Config{Tools: chainTools(before), Gate: planexec.ApprovalGateFunc(
-					func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) { return req.Approve("bench"), nil })})
+					func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+						return req.Approve("bench"), nil
+					})})
 				if err != nil {
 					b.Fatal(err)
 				}
