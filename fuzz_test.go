@@ -19,7 +19,7 @@ var vFuzzAllowed = []string{"search_flights", "book_flight"}
 var vKnownReasons = []planexec.Reason{
 	planexec.ReasonEmpty, planexec.ReasonMalformed, planexec.ReasonTooLong, planexec.ReasonDuplicateID,
 	planexec.ReasonUnknownTool, planexec.ReasonNotAllowed, planexec.ReasonArguments,
-	planexec.ReasonDuplicateEffect, planexec.ReasonDependency, planexec.ReasonCycle,
+	planexec.ReasonDuplicateEffect, planexec.ReasonDependency, planexec.ReasonCycle, planexec.ReasonReference,
 }
 
 // vStepJSON renders one step of a planner's output.
@@ -116,6 +116,17 @@ func FuzzDecodeAndValidate(f *testing.F) {
 		vPlanJSON(vStepJSON("s\u00a01", "search_flights", search)),
 		vPlanJSON(vStepJSON("шаг-1", "search_flights", search), vStepJSON("ステップ", "book_flight", book, "шаг-1")),
 		vPlanJSON(vStepJSON("स्टेप", "search_flights", search)),
+		// references, answers and questions
+		vPlanJSON(vStepJSON("s1", "search_flights", search), vStepJSON("s2", "book_flight", `{"flight":{"$from":"s1","path":"/0"},"seats":1}`)),
+		vPlanJSON(vStepJSON("s1", "search_flights", search), vStepJSON("s2", "book_flight", `{"flight":{"$from":"s1","path":"/x"},"seats":1}`)),
+		vPlanJSON(vStepJSON("s1", "search_flights", search), vStepJSON("s2", "book_flight", `{"flight":"BA117","seats":{"$from":"s1","path":""}}`)),
+		vPlanJSON(vStepJSON("s1", "search_flights", search), vStepJSON("s2", "book_flight", `{"flight":{"$from":"s2","path":""},"seats":1}`)),
+		vPlanJSON(vStepJSON("s1", "search_flights", search), vStepJSON("s2", "book_flight", `{"flight":{"$from":"s1","path":"~2"},"seats":1}`)),
+		vPlanJSON(vStepJSON("s1", "search_flights", `{"origin":{"\u0024from":"s1","path":"","x":1},"destination":"JFK"}`)),
+		`{"goal":"","steps":[],"answer":"done","question":null}`,
+		`{"goal":"","steps":[],"answer":null,"question":"which day?"}`,
+		`{"goal":"","steps":[` + vStepJSON("s1", "search_flights", search) + `],"answer":"early"}`,
+		`{"answer":"a","question":"b"}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
