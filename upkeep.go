@@ -70,6 +70,10 @@ type Recovered struct {
 // store's, when it could not list or take runs; what each resume returned
 // is in its Recovered.
 //
+// Recover has no planner: a run of rounds (Run.Do) is resumed to the end of
+// the round it was in and left planning (RunPlanning), and the service's
+// next Do for the job goes on with its rounds.
+//
 // It needs a store that recovers runs (store.Recoverer): every store of
 // this module does.
 func (ex *Executor) Recover(ctx context.Context, limit int) ([]Recovered, error) {

@@ -140,31 +140,37 @@ func crashPlan() planexec.Plan {
 // crashOutcome is what step's tool returns, and what a resolution records.
 func crashOutcome(run, step string) string { return run + "/" + step }
 
-// crashTools are the plan's tools. called sees each call; at marks the
-// points inside a tool. The reversible tool looks before it acts, as a tool
-// that may safely run again must (it would hand its idempotency key to the
-// remote end); the irreversible one acts blindly, so that only the executor
-// stands between it and a second effect.
+// crashTools are the plan's tools. called sees each call, by step id; at
+// marks the points inside a tool. The reversible tool looks before it acts,
+// as a tool that may safely run again must (it would hand its idempotency
+// key to the remote end), and records its effect under the step's id: a
+// read that a later round asks for again is a new step, with an effect of
+// its own. The irreversible one acts blindly, so that only the executor
+// stands between it and a second effect, and records its effect under its
+// argument: the effect it names, whichever step asks for it. Both return
+// crashOutcome of their argument.
 func crashTools(effects Effects, at func(point, string), called func(string)) []*planexec.Tool {
 	tool := func(irreversible bool) func(context.Context, crashArgs) (string, error) {
 		return func(ctx context.Context, a crashArgs) (string, error) {
 			info, _ := planexec.CurrentStep(ctx)
-			called(a.Step)
-			at(toolStart, a.Step)
+			called(info.StepID)
+			at(toolStart, info.StepID)
+			effect := a.Step
 			if !irreversible {
+				effect = info.StepID
 				counts, err := effects.Counts(ctx, info.RunID)
 				if err != nil {
 					return "", fmt.Errorf("reading the effects: %w", err)
 				}
-				if counts[a.Step] > 0 {
-					at(toolEnd, a.Step)
+				if counts[effect] > 0 {
+					at(toolEnd, info.StepID)
 					return crashOutcome(info.RunID, a.Step), nil
 				}
 			}
-			if err := effects.Record(ctx, info.RunID, a.Step); err != nil {
+			if err := effects.Record(ctx, info.RunID, effect); err != nil {
 				return "", fmt.Errorf("recording the effect: %w", err)
 			}
-			at(toolEnd, a.Step)
+			at(toolEnd, info.StepID)
 			return crashOutcome(info.RunID, a.Step), nil
 		}
 	}
@@ -236,23 +242,36 @@ func CrashAnywhere(t *testing.T, d Durable, kills int) {
 			targets = append(targets, stepPoint{fmt.Sprintf("s%02d", i), p})
 		}
 	}
+	total := killAt(t, "crash", kills, targets, func(run string, log childLog) ([]string, crashStats) {
+		r := newRecovery(stores, effects, sh, run, log, crashPlan().Steps)
+		r.finish(ctx)
+		return r.problems, r.stats
+	})
+	t.Logf("%d kills: %d steps surfaced in doubt (%d resolved applied, %d not applied), %d resumes waited for a dead holder's lease",
+		kills, total.applied+total.notApplied, total.applied, total.notApplied, total.waits)
+}
+
+// killAt starts kills children, one after another, each under a new run id
+// (prefix, a batch and a number), and kills each at one of targets: spread
+// over all of them when there are fewer kills than targets, cycling through
+// them again when there are more. check resumes and checks each killed run,
+// and returns what went wrong and what its recovery did. It stops the test
+// after three kill points went wrong.
+func killAt(t *testing.T, prefix string, kills int, targets []stepPoint, check func(run string, log childLog) ([]string, crashStats)) crashStats {
 	batch := uuid.NewString()[:8]
 	var total crashStats
 	failed := 0
 	for k := range kills {
-		// Spread fewer kills than points over all of them; cycle through
-		// them again when there are more.
 		target := targets[k%len(targets)]
 		if kills < len(targets) {
 			target = targets[k*len(targets)/kills]
 		}
-		run := fmt.Sprintf("crash-%s-%03d", batch, k)
+		run := fmt.Sprintf("%s-%s-%03d", prefix, batch, k)
 		log, problems := runChild(t, run, target)
 		if problems == nil {
-			r := newRecovery(stores, effects, sh, run, log)
-			r.finish(ctx)
-			problems = r.problems
-			total.add(r.stats)
+			var stats crashStats
+			problems, stats = check(run, log)
+			total.add(stats)
 		}
 		for _, p := range problems {
 			t.Errorf("kill %d at %s of %s (run %s): %s", k+1, target.at, target.step, run, p)
@@ -263,56 +282,81 @@ func CrashAnywhere(t *testing.T, d Durable, kills int) {
 			}
 		}
 	}
-	t.Logf("%d kills: %d steps surfaced in doubt (%d resolved applied, %d not applied), %d resumes waited for a dead holder's lease",
-		kills, total.applied+total.notApplied, total.applied, total.notApplied, total.waits)
+	return total
 }
 
 // crashChild runs the plan as the child, stopping at each point until the
 // parent says go on, and exits the process.
 func crashChild(t *testing.T, d Durable, run string) {
-	in := bufio.NewReader(os.Stdin)
-	// One line per write, so lines from goroutines never interleave.
-	say := func(words ...string) { _, _ = os.Stdout.WriteString(crashWord + " " + strings.Join(words, " ") + "\n") }
-	end := func(code int, what string) {
-		say("end", oneLine(what))
-		os.Exit(code)
-	}
-	var mu sync.Mutex // one point at a time, so the parent kills at the one it chose
-	at := func(p point, step string) {
-		mu.Lock()
-		defer mu.Unlock()
-		say("at", string(p), step)
-		if _, err := in.ReadString('\n'); err != nil {
-			os.Exit(2) // the parent is gone
-		}
-	}
-
-	stores, effects := d.Open(t)
-	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
-		end(1, "Durable.Open returned a nil store or nil Effects")
-	}
-	if ss, ok := stepStoreOf(stores); ok {
-		m := &markedSteps{stepStore: ss, at: at}
-		stores.Plans, stores.Idempotency = m, m
-	} else {
-		stores.Plans = &markedPlans{PlanStore: stores.Plans, at: at}
-		stores.Idempotency = &markedClaims{IdempotencyStore: stores.Idempotency, at: at, steps: map[planexec.Key]string{}}
-	}
-	grant := planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
-		return req.Approve("harness"), nil
-	})
-	ex, err := crashExecutor(run, "child", stores, crashTools(effects, at, func(string) {}), grant)
+	c := newChildTalk()
+	stores, effects := c.open(t, d, false)
+	ex, err := crashExecutor(run, "child", stores, crashTools(effects, c.at, func(string) {}), approveAll())
 	if err != nil {
-		end(1, err.Error())
+		c.end(1, err.Error())
 	}
 	res, err := ex.Execute(context.Background(), crashPlan())
 	if err != nil {
-		end(1, err.Error())
+		c.end(1, err.Error())
 	}
 	if !res.Complete {
-		end(1, "the plan ran without an error but is not complete")
+		c.end(1, "the plan ran without an error but is not complete")
 	}
-	end(0, "complete")
+	c.end(0, "complete")
+}
+
+// childTalk is the child's side of its talk with the parent: it says where
+// it is on its standard output, and at each point waits for the go-ahead on
+// its standard input.
+type childTalk struct {
+	in *bufio.Reader
+	mu sync.Mutex // one point at a time, so the parent kills at the one it chose
+}
+
+func newChildTalk() *childTalk { return &childTalk{in: bufio.NewReader(os.Stdin)} }
+
+// say writes one line per write, so lines from goroutines never interleave.
+func (c *childTalk) say(words ...string) {
+	_, _ = os.Stdout.WriteString(crashWord + " " + strings.Join(words, " ") + "\n")
+}
+
+// end tells the parent how the child ended, and exits with code.
+func (c *childTalk) end(code int, what string) {
+	c.say("end", oneLine(what))
+	os.Exit(code)
+}
+
+// at says the child is at p of step, and waits for the go-ahead.
+func (c *childTalk) at(p point, step string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.say("at", string(p), step)
+	if _, err := c.in.ReadString('\n'); err != nil {
+		os.Exit(2) // the parent is gone
+	}
+}
+
+// open opens d with every point of a step marked, and the saves of the
+// run's plan record too when saves is true.
+func (c *childTalk) open(t *testing.T, d Durable, saves bool) (Stores, Effects) {
+	stores, effects := d.Open(t)
+	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
+		c.end(1, "Durable.Open returned a nil store or nil Effects")
+	}
+	if ss, ok := stepStoreOf(stores); ok {
+		m := &markedSteps{stepStore: ss, at: c.at, saves: saves}
+		stores.Plans, stores.Idempotency = m, m
+	} else {
+		stores.Plans = &markedPlans{PlanStore: stores.Plans, at: c.at, saves: saves}
+		stores.Idempotency = &markedClaims{IdempotencyStore: stores.Idempotency, at: c.at, steps: map[planexec.Key]string{}}
+	}
+	return stores, effects
+}
+
+// approveAll is the child's approval gate: a person who approves every step.
+func approveAll() planexec.ApprovalGate {
+	return planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+		return req.Approve("harness"), nil
+	})
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -320,7 +364,15 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // markedSteps marks the points of a StepStore.
 type markedSteps struct {
 	stepStore
-	at func(point, string)
+	at    func(point, string)
+	saves bool // mark the saves of plan records too
+}
+
+func (m *markedSteps) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
+	if !m.saves {
+		return m.stepStore.SavePlan(ctx, rec)
+	}
+	return markSave(m.at, rec, func() error { return m.stepStore.SavePlan(ctx, rec) })
 }
 
 func (m *markedSteps) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
@@ -372,7 +424,15 @@ func (m *markedClaims) Complete(ctx context.Context, key planexec.Key, epoch int
 
 type markedPlans struct {
 	planexec.PlanStore
-	at func(point, string)
+	at    func(point, string)
+	saves bool // mark the saves of plan records too
+}
+
+func (m *markedPlans) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
+	if !m.saves {
+		return m.PlanStore.SavePlan(ctx, rec)
+	}
+	return markSave(m.at, rec, func() error { return m.PlanStore.SavePlan(ctx, rec) })
 }
 
 func (m *markedPlans) SaveStep(ctx context.Context, tenant, run string, rec store.StepRecord) error {
@@ -498,8 +558,9 @@ type recovery struct {
 	sh           shape
 	run          string
 	log          childLog
-	plan         planexec.Plan
+	steps        []planexec.Step // every step the run has, in every round
 	irreversible map[string]bool
+	arg          map[string]string // each step's argument
 
 	mu          sync.Mutex
 	problems    []string
@@ -509,13 +570,24 @@ type recovery struct {
 	stats       crashStats
 }
 
-func newRecovery(stores Stores, effects Effects, sh shape, run string, log childLog) *recovery {
-	r := &recovery{stores: stores, effects: effects, sh: sh, run: run, log: log, plan: crashPlan(),
-		irreversible: map[string]bool{}, calls: map[string]int{}, surfaced: map[string]bool{}, resolvedNot: map[string]bool{}}
-	for _, s := range r.plan.Steps {
+func newRecovery(stores Stores, effects Effects, sh shape, run string, log childLog, steps []planexec.Step) *recovery {
+	r := &recovery{stores: stores, effects: effects, sh: sh, run: run, log: log, steps: steps,
+		irreversible: map[string]bool{}, arg: map[string]string{}, calls: map[string]int{}, surfaced: map[string]bool{}, resolvedNot: map[string]bool{}}
+	for _, s := range steps {
+		var a crashArgs
+		_ = json.Unmarshal(s.Arguments, &a)
 		r.irreversible[s.ID] = s.Tool == crashIrreversible
+		r.arg[s.ID] = a.Step
 	}
 	return r
+}
+
+// effect is the name step's effect is recorded under (see crashTools).
+func (r *recovery) effect(step string) string {
+	if r.irreversible[step] {
+		return r.arg[step]
+	}
+	return step
 }
 
 func (r *recovery) problem(format string, args ...any) {
@@ -567,74 +639,42 @@ func (r *recovery) finish(ctx context.Context) {
 // settling what surfaces in doubt by the effects on record.
 func (r *recovery) resume(ctx context.Context) bool {
 	tools := crashTools(r.effects, func(point, string) {}, r.called)
-	deadline := time.Now().Add(crashPatience)
-	for attempt := 1; ; attempt++ {
+	complete := false
+	return r.until(ctx, func(attempt int) (*planexec.Run, error) {
 		ex, err := crashExecutor(r.run, fmt.Sprintf("parent-%d", attempt), r.stores, tools, r.gate())
 		if err != nil {
+			return nil, err
+		}
+		res, err := ex.Resume(ctx)
+		if err == nil && !res.Complete {
+			r.problem("Resume returned no error but the plan is not complete")
+		}
+		complete = err == nil && res.Complete
+		return ex, err
+	}) && complete
+}
+
+// until makes attempts (each on a new run, which it returns with the
+// attempt's error) until one ends without an error, settling what surfaces
+// in doubt by the effects on record and waiting out a dead holder's lease
+// between them. It reports false when the run cannot be finished so.
+func (r *recovery) until(ctx context.Context, attempt func(n int) (*planexec.Run, error)) bool {
+	deadline := time.Now().Add(crashPatience)
+	for n := 1; ; n++ {
+		ex, err := attempt(n)
+		if err == nil {
+			return true
+		}
+		if ex == nil {
 			r.problem("NewExecutor: %v", err)
 			return false
 		}
-		res, err := ex.Resume(ctx)
-		if err == nil {
-			if !res.Complete {
-				r.problem("Resume returned no error but the plan is not complete")
-				return false
-			}
-			return true
-		}
-		doubts, others := indeterminates(err)
-		if len(others) > 0 {
-			r.problem("resume %d: %v", attempt, errors.Join(others...))
+		wait, ok := r.settle(ctx, ex, n, err)
+		if !ok {
 			return false
 		}
-		var wait time.Duration
-		for _, ind := range doubts {
-			if ind.Err != nil {
-				r.problem("step %s failed in the parent: %v", ind.Step, ind.Err)
-				return false
-			}
-			if !ind.InDoubt {
-				// A dead child's claim: wait until its lease runs out.
-				wait = max(wait, time.Until(ind.LeaseExpires), time.Millisecond)
-				continue
-			}
-			if !r.irreversible[ind.Step] {
-				r.problem("reversible step %s surfaced in doubt; a reversible step whose holder died is taken over", ind.Step)
-				return false
-			}
-			r.mu.Lock()
-			r.surfaced[ind.Step] = true
-			r.mu.Unlock()
-			counts, err := r.effects.Counts(ctx, r.run)
-			if err != nil {
-				r.problem("Effects.Counts: %v", err)
-				return false
-			}
-			res := planexec.Resolution{Applied: counts[ind.Step] > 0}
-			if res.Applied {
-				res.Outcome, _ = json.Marshal(crashOutcome(r.run, ind.Step))
-			}
-			switch err := ex.Resolve(ctx, ind.Key, res); {
-			case errors.Is(err, store.ErrInFlight):
-				wait = max(wait, crashLease)
-			case errors.Is(err, store.ErrCompleted) && res.Applied:
-				// The dead child's completion reached the database after
-				// its lease had run out (a commit in flight when it was
-				// killed): the record agrees with the effect.
-			case err != nil:
-				r.problem("resolving step %s (applied %v): %v", ind.Step, res.Applied, err)
-				return false
-			case res.Applied:
-				r.stats.applied++
-			default:
-				r.stats.notApplied++
-				r.mu.Lock()
-				r.resolvedNot[ind.Step] = true
-				r.mu.Unlock()
-			}
-		}
 		if time.Now().After(deadline) {
-			r.problem("the plan was not complete after %d resumes in %v; the last said: %v", attempt, crashPatience, err)
+			r.problem("the run was not finished after %d attempts in %v; the last said: %v", n, crashPatience, err)
 			return false
 		}
 		if wait > 0 {
@@ -642,6 +682,64 @@ func (r *recovery) resume(ctx context.Context) bool {
 			time.Sleep(min(wait, time.Second) + 5*time.Millisecond)
 		}
 	}
+}
+
+// settle resolves, through ex, the steps err left in doubt, by what Effects
+// shows. It returns how long to wait for a dead holder's lease to run out;
+// false when err holds anything else than steps of indeterminate outcome.
+func (r *recovery) settle(ctx context.Context, ex *planexec.Run, attempt int, err error) (time.Duration, bool) {
+	doubts, others := indeterminates(err)
+	if len(others) > 0 {
+		r.problem("attempt %d: %v", attempt, errors.Join(others...))
+		return 0, false
+	}
+	var wait time.Duration
+	for _, ind := range doubts {
+		if ind.Err != nil {
+			r.problem("step %s failed in the parent: %v", ind.Step, ind.Err)
+			return 0, false
+		}
+		if !ind.InDoubt {
+			// A dead child's claim: wait until its lease runs out.
+			wait = max(wait, time.Until(ind.LeaseExpires), time.Millisecond)
+			continue
+		}
+		if !r.irreversible[ind.Step] {
+			r.problem("reversible step %s surfaced in doubt; a reversible step whose holder died is taken over", ind.Step)
+			return 0, false
+		}
+		r.mu.Lock()
+		r.surfaced[ind.Step] = true
+		r.mu.Unlock()
+		counts, err := r.effects.Counts(ctx, r.run)
+		if err != nil {
+			r.problem("Effects.Counts: %v", err)
+			return 0, false
+		}
+		res := planexec.Resolution{Applied: counts[r.effect(ind.Step)] > 0}
+		if res.Applied {
+			res.Outcome, _ = json.Marshal(crashOutcome(r.run, r.arg[ind.Step]))
+		}
+		switch err := ex.Resolve(ctx, ind.Key, res); {
+		case errors.Is(err, store.ErrInFlight):
+			wait = max(wait, crashLease)
+		case errors.Is(err, store.ErrCompleted) && res.Applied:
+			// The dead child's completion reached the database after
+			// its lease had run out (a commit in flight when it was
+			// killed): the record agrees with the effect.
+		case err != nil:
+			r.problem("resolving step %s (applied %v): %v", ind.Step, res.Applied, err)
+			return 0, false
+		case res.Applied:
+			r.stats.applied++
+		default:
+			r.stats.notApplied++
+			r.mu.Lock()
+			r.resolvedNot[ind.Step] = true
+			r.mu.Unlock()
+		}
+	}
+	return wait, true
 }
 
 // indeterminates splits err into the steps of indeterminate outcome and the
@@ -665,22 +763,26 @@ func indeterminates(err error) (doubts []*planexec.IndeterminateOutcomeError, ot
 	return doubts, others
 }
 
-// check checks the completed run: every effect once, every doubt surfaced,
-// the record complete, and a further resume replaying all of it.
-func (r *recovery) check(ctx context.Context) {
+// checkEffects checks that every effect the run's steps name was recorded
+// exactly once, and nothing else, and that every irreversible step the
+// child claimed and never completed surfaced in doubt.
+func (r *recovery) checkEffects(ctx context.Context) bool {
 	counts, err := r.effects.Counts(ctx, r.run)
 	if err != nil {
 		r.problem("Effects.Counts: %v", err)
-		return
+		return false
 	}
-	steps := map[string]bool{}
-	for _, s := range r.plan.Steps {
-		steps[s.ID] = true
-		switch n := counts[s.ID]; {
-		case n == 0:
-			r.problem("the effect of step %s is lost: the plan completed and it was never recorded", s.ID)
-		case n > 1:
-			r.problem("the effect of step %s was recorded %d times", s.ID, n)
+	named := map[string]bool{}
+	for _, s := range r.steps {
+		effect := r.effect(s.ID)
+		if !named[effect] {
+			named[effect] = true
+			switch n := counts[effect]; {
+			case n == 0:
+				r.problem("the effect of step %s is lost: the run finished and it was never recorded", s.ID)
+			case n > 1:
+				r.problem("the effect of step %s was recorded %d times", s.ID, n)
+			}
 		}
 		// The child claimed an irreversible step and never got to write its
 		// completion: only a person (here, the effects) may say what happened.
@@ -688,12 +790,20 @@ func (r *recovery) check(ctx context.Context) {
 			r.problem("irreversible step %s was left claimed and not completed by the child, but no resume surfaced it in doubt", s.ID)
 		}
 	}
-	for id, n := range counts {
-		if !steps[id] {
-			r.problem("an effect of %q, a step the plan does not have, was recorded %d times", id, n)
+	for effect, n := range counts {
+		if !named[effect] {
+			r.problem("an effect of %q, which no step names, was recorded %d times", effect, n)
 		}
 	}
+	return true
+}
 
+// check checks the completed run: every effect once, every doubt surfaced,
+// the record complete, and a further resume replaying all of it.
+func (r *recovery) check(ctx context.Context) {
+	if !r.checkEffects(ctx) {
+		return
+	}
 	rec, err := r.stores.Plans.LoadPlan(ctx, crashTenant, r.run)
 	if err != nil {
 		r.problem("LoadPlan after the plan completed: %v", err)
@@ -702,8 +812,8 @@ func (r *recovery) check(ctx context.Context) {
 	if rec.Status != store.RunCompleted {
 		r.problem("the plan record says %q after the plan completed", rec.Status)
 	}
-	for _, s := range r.plan.Steps {
-		want, _ := json.Marshal(crashOutcome(r.run, s.ID))
+	for _, s := range r.steps {
+		want, _ := json.Marshal(crashOutcome(r.run, r.arg[s.ID]))
 		switch st, ok := rec.Steps[s.ID]; {
 		case !ok:
 			r.problem("step %s is not on the plan record after the plan completed", s.ID)
@@ -723,7 +833,7 @@ func (r *recovery) check(ctx context.Context) {
 		r.problem("a resume of the completed plan: %+v, %v", res, err)
 		return
 	}
-	for _, s := range r.plan.Steps {
+	for _, s := range r.steps {
 		if st := res.Steps[s.ID]; !st.Replayed {
 			r.problem("a resume of the completed plan did not replay step %s: %+v", s.ID, st)
 		}
