@@ -87,6 +87,9 @@ type stepPoint struct {
 // shape is how the executor writes a step's completion over these stores.
 type shape struct {
 	points []point
+	// replay: the points of a step whose effect is on record already, so
+	// that its claim gives back the outcome and the tool is not called.
+	replay []point
 	// attempt: past this point the completion may have been written.
 	attempt point
 	// written: at this point the completion has been written.
@@ -96,10 +99,12 @@ type shape struct {
 func shapeOf(s Stores) shape {
 	if _, ok := stepStoreOf(s); ok {
 		// CompleteStep writes the claim's completion and the step record at once.
-		return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeRecord, afterRecord}, attempt: beforeRecord, written: afterRecord}
+		return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeRecord, afterRecord}, replay: []point{beforeClaim},
+			attempt: beforeRecord, written: afterRecord}
 	}
 	// Complete, then SaveStep.
-	return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeComplete, beforeRecord, afterRecord}, attempt: beforeComplete, written: beforeRecord}
+	return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeComplete, beforeRecord, afterRecord}, replay: []point{beforeClaim, beforeRecord, afterRecord},
+		attempt: beforeComplete, written: beforeRecord}
 }
 
 // The plan: twenty steps in four lanes of dependent steps that run side by
@@ -314,7 +319,8 @@ type childTalk struct {
 
 func newChildTalk() *childTalk { return &childTalk{in: bufio.NewReader(os.Stdin)} }
 
-// say writes one line per write, so lines from goroutines never interleave.
+// say writes one line to the parent in one write, so that lines from
+// goroutines never interleave.
 func (c *childTalk) say(words ...string) {
 	_, _ = os.Stdout.WriteString(crashWord + " " + strings.Join(words, " ") + "\n")
 }

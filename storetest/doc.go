@@ -1,6 +1,7 @@
 // Package storetest checks that a store behaves as the planexec executor
 // needs: the conformance suite ([Run]) for every PlanStore, IdempotencyStore
-// and ApprovalStore, and a crash harness ([CrashAnywhere]) for durable ones.
+// and ApprovalStore, and a crash harness ([CrashAnywhere],
+// [CrashAnywhereInRounds]) for durable ones.
 // The in-memory store (package store/memory) is the reference: it passes
 // [Run], and where this package and it disagree, one of them is wrong.
 //
@@ -48,6 +49,13 @@
 //     new executors over the same stores.
 //   - Cancellation: runs cancelled at random moments leave no step in doubt
 //     whose tool never acted, and finish with every effect done once.
+//   - Rounds: runs of rounds (Run.Do) over the stores: each round's planner
+//     told what the steps of the rounds before returned; a run stopped
+//     mid-round, or whose planner failed between rounds, stored as
+//     interrupted or planning and gone on with by new executors, no
+//     finished step run again and no stored round asked for again; an
+//     answer given again without planning or acting; a question stored
+//     until a reply on a new run goes on with it.
 //   - DamagedRecords: when Stores has a [Tamper], records the store never
 //     wrote. A plan, step, decision or claim of a newer layout is refused
 //     with a [*store.Error] wrapping [store.ErrNewerRecord] (a
@@ -119,6 +127,15 @@
 //   - no person was asked again for a decision the child stored;
 //   - the plan record says completed, with every step done and its outcome;
 //   - a further resume replays every step and calls no tool.
+//
+// [CrashAnywhereInRounds] does the same for a run of rounds (Run.Do): the
+// child runs three rounds, the second asking again for a read and for an
+// effect of the first, and is killed at every point of the second round's
+// steps, at the saves of the run's record between rounds and as the
+// planner is asked for a round. The parent goes on with Do, and checks too
+// that the read ran again and the effect did not, that every request told
+// the rounds before it, and that the planner was never asked again for a
+// round whose plan the child stored.
 //
 // Every kill point runs under a new run id, so the backing may be shared
 // with earlier runs of the test. A kill point costs a child process and a

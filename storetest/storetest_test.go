@@ -47,3 +47,11 @@ func TestCrashAnywhereOverOneStepStore(t *testing.T) {
 func TestCrashAnywhereOverStoresWritingApart(t *testing.T) {
 	storetest.CrashAnywhere(t, crashJournal(t, true), 40)
 }
+
+func TestCrashAnywhereInRoundsOverOneStepStore(t *testing.T) {
+	storetest.CrashAnywhereInRounds(t, crashJournal(t, false), 42)
+}
+
+func TestCrashAnywhereInRoundsOverStoresWritingApart(t *testing.T) {
+	storetest.CrashAnywhereInRounds(t, crashJournal(t, true), 49)
+}

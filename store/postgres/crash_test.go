@@ -44,6 +44,17 @@ func (e effects) Counts(ctx context.Context, run string) (map[string]int, error)
 }
 
 func TestCrashAnywhere(t *testing.T) {
+	// Twenty steps, six points in each: every point of every step.
+	storetest.CrashAnywhere(t, crashDurable(t), 120)
+}
+
+func TestCrashAnywhereInRounds(t *testing.T) {
+	// Each point of round 2's steps, and those between rounds.
+	storetest.CrashAnywhereInRounds(t, crashDurable(t), 42)
+}
+
+// crashDurable opens a fresh schema, shared with the crash children.
+func crashDurable(t *testing.T) storetest.Durable {
 	pool := sharedPool(t)
 	schema, child := os.LookupEnv(crashSchemaVar)
 	if !child {
@@ -62,6 +73,5 @@ func TestCrashAnywhere(t *testing.T) {
 		}
 		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}, e
 	}
-	// Twenty steps, six points in each: every point of every step.
-	storetest.CrashAnywhere(t, storetest.Durable{Open: open}, 120)
+	return storetest.Durable{Open: open}
 }

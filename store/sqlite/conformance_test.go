@@ -152,14 +152,27 @@ func TestAProcessKilledAnywhereLosesAndRepeatsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills 120 child processes")
 	}
+	// 120 kill points: each of the six points of each of the plan's 20 steps.
+	storetest.CrashAnywhere(t, crashDurable(t), 120)
+}
+
+func TestAProcessKilledAnywhereInARunOfRoundsLosesAndRepeatsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills 42 child processes")
+	}
+	// 42 kill points: each point of round 2's steps, and those between rounds.
+	storetest.CrashAnywhereInRounds(t, crashDurable(t), 42)
+}
+
+// crashDurable opens one file, shared with the crash children.
+func crashDurable(t *testing.T) storetest.Durable {
 	path := os.Getenv(crashDBEnv)
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "crash.db")
 		t.Setenv(crashDBEnv, path)
 	}
-	// 120 kill points: each of the six points of each of the plan's 20 steps.
-	storetest.CrashAnywhere(t, storetest.Durable{Open: func(t testing.TB) (storetest.Stores, storetest.Effects) {
+	return storetest.Durable{Open: func(t testing.TB) (storetest.Stores, storetest.Effects) {
 		s := openAt(t, path)
 		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}, openEffects(t, path)
-	}}, 120)
+	}}
 }
