@@ -380,12 +380,8 @@ func pendingOnly(err error) []ApprovalRequest {
 	if err == nil {
 		return nil
 	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
 	var reqs []ApprovalRequest
-	for _, e := range errs {
+	for _, e := range joined(err) {
 		p, ok := e.(*ApprovalPendingError)
 		if !ok {
 			return nil

@@ -231,6 +231,14 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 	}
 }
 
+// joined is the errors err joins (errors.Join), or err alone.
+func joined(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // spent is what planning cost between two readings of a run's usage.
 func spent(before, after llm.Usage) llm.Usage {
 	return llm.Usage{InputTokens: after.InputTokens - before.InputTokens, OutputTokens: after.OutputTokens - before.OutputTokens,
@@ -247,11 +255,7 @@ func continuable(err error) bool {
 	if err == nil {
 		return true
 	}
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
+	for _, e := range joined(err) {
 		var (
 			step    *StepError
 			denied  *ApprovalDeniedError
@@ -365,11 +369,7 @@ func accountOf(err error) string {
 // stepAccount is why step id, which has no result, did not run, from the
 // round's errors: a person's denial or the ladder's refusal.
 func stepAccount(err error, id string) string {
-	errs := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	}
-	for _, e := range errs {
+	for _, e := range joined(err) {
 		var (
 			denied  *ApprovalDeniedError
 			refused *AutonomyRefusedError

@@ -225,22 +225,11 @@ func crashExecutor(run, holder string, s Stores, tools []*planexec.Tool, gate pl
 // the plan and exits the process; everything the test does before calling
 // it runs in the child too, so keep that cheap.
 func CrashAnywhere(t *testing.T, d Durable, kills int) {
-	if name, ok := os.LookupEnv(crashEnvTest); ok {
-		if name != t.Name() {
-			t.Skipf("this process is the crash child of %s", name)
-		}
-		crashChild(t, d, os.Getenv(crashEnvRun))
+	stores, effects, sh, parent := crashStart(t, d, kills, "CrashAnywhere", crashChild)
+	if !parent {
 		return
 	}
-	if kills < 1 {
-		t.Fatalf("CrashAnywhere needs at least one kill point, got %d", kills)
-	}
 	ctx := t.Context()
-	stores, effects := d.Open(t)
-	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
-		t.Fatalf("Durable.Open returned %+v and Effects %v: the harness needs all three stores and Effects", stores, effects)
-	}
-	sh := shapeOf(stores)
 	var targets []stepPoint
 	for _, p := range sh.points {
 		for i := 1; i <= crashSteps; i++ {
@@ -254,6 +243,27 @@ func CrashAnywhere(t *testing.T, d Durable, kills int) {
 	})
 	t.Logf("%d kills: %d steps surfaced in doubt (%d resolved applied, %d not applied), %d resumes waited for a dead holder's lease",
 		kills, total.applied+total.notApplied, total.applied, total.notApplied, total.waits)
+}
+
+// crashStart begins a crash harness named what: in a child it runs child
+// and returns parent false; in the test's own process it opens d and
+// returns the stores, their effects and how steps are written over them.
+func crashStart(t *testing.T, d Durable, kills int, what string, child func(*testing.T, Durable, string)) (_ Stores, _ Effects, _ shape, parent bool) {
+	if name, ok := os.LookupEnv(crashEnvTest); ok {
+		if name != t.Name() {
+			t.Skipf("this process is the crash child of %s", name)
+		}
+		child(t, d, os.Getenv(crashEnvRun))
+		return Stores{}, nil, shape{}, false
+	}
+	if kills < 1 {
+		t.Fatalf("%s needs at least one kill point, got %d", what, kills)
+	}
+	stores, effects := d.Open(t)
+	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
+		t.Fatalf("Durable.Open returned %+v and Effects %v: the harness needs all three stores and Effects", stores, effects)
+	}
+	return stores, effects, shapeOf(stores), true
 }
 
 // killAt starts kills children, one after another, each under a new run id

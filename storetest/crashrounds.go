@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 
@@ -190,22 +189,11 @@ func toldRounds(run string, req planexec.PlanRequest) error {
 // child: call it from a test of its own, not from one that calls
 // CrashAnywhere too.
 func CrashAnywhereInRounds(t *testing.T, d Durable, kills int) {
-	if name, ok := os.LookupEnv(crashEnvTest); ok {
-		if name != t.Name() {
-			t.Skipf("this process is the crash child of %s", name)
-		}
-		crashRoundsChild(t, d, os.Getenv(crashEnvRun))
+	stores, effects, sh, parent := crashStart(t, d, kills, "CrashAnywhereInRounds", crashRoundsChild)
+	if !parent {
 		return
 	}
-	if kills < 1 {
-		t.Fatalf("CrashAnywhereInRounds needs at least one kill point, got %d", kills)
-	}
 	ctx := t.Context()
-	stores, effects := d.Open(t)
-	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
-		t.Fatalf("Durable.Open returned %+v and Effects %v: the harness needs all three stores and Effects", stores, effects)
-	}
-	sh := shapeOf(stores)
 	total := killAt(t, "rounds", kills, crashRoundsTargets(sh), func(run string, log childLog) ([]string, crashStats) {
 		r := newRoundsRecovery(stores, effects, sh, run, log)
 		r.finish(ctx)
