@@ -102,7 +102,10 @@ func (s *service) run(r *http.Request, id string) (*planexec.Run, error) {
 	return s.ex.Run(planexec.Delegation{RunID: id, Tenant: tenant(r), User: r.Header.Get("X-User"), Agent: "refunds"})
 }
 
-// submit plans and runs a task: done, or waiting for a person.
+// submit plans a task and runs the plan: done, or waiting for a person.
+// A refund is one plan, so the service plans once and executes (Run.Do
+// would go on in rounds, telling the planner what the refund did, until it
+// answers).
 func (s *service) submit(w http.ResponseWriter, r *http.Request) {
 	task, err := io.ReadAll(io.LimitReader(r.Body, 4<<10))
 	run, rerr := s.run(r, uuid.NewString())
@@ -110,7 +113,12 @@ func (s *service) submit(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusBadRequest, err, nil)
 		return
 	}
-	res, err := run.Do(r.Context(), s.planner, string(task))
+	plan, err := run.Plan(r.Context(), s.planner, string(task))
+	if err != nil {
+		s.outcome(w, run, nil, err)
+		return
+	}
+	res, err := run.Execute(r.Context(), plan)
 	s.outcome(w, run, res, err)
 }
 
