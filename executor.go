@@ -293,6 +293,10 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	}
 	if err != nil {
 		ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
+		if v.rounds != nil && continuable(err) && ctx.Err() == nil {
+			// A denial or refusal goes back to the planner with the round.
+			return nil, errors.Join(err, r.endRound(ctx, v, nil, err))
+		}
 		return nil, errors.Join(err, r.savePlan(context.WithoutCancel(ctx), v, store.RunFailed, nil))
 	}
 	if err := r.savePlan(ctx, v, store.RunRunning, nil); err != nil {
@@ -339,7 +343,9 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 }
 
 // StatusOf is where a run stands after Execute, Resume or Do returned err,
-// as the store records it: completed (nil), awaiting approval (an
+// as the store records it (but for a run of rounds whose planner failed, or
+// kept writing refused plans, after its first round: the store keeps it
+// planning, for Do to go on with): completed (nil), awaiting approval (an
 // *ApprovalPendingError), awaiting a reply (an *AwaitingReplyError), in doubt (a step's effect may have landed),
 // interrupted (the run's context ended, or a live holder has a step: resume
 // it later), failed (anything else).
@@ -492,6 +498,7 @@ type execution struct {
 	clearMu sync.Mutex
 	inPlan  map[string]decimal.Decimal
 	acted   map[string]decimal.Decimal
+	effects map[string]string // the step of each key known so far, by digest
 }
 
 // dispatch runs the steps not yet finished: each starts the moment the last
@@ -530,6 +537,15 @@ func (r *Run) dispatch(x *execution, finished []bool, res *Result) error {
 		}
 	}
 	x.sc, x.after, x.claims = sc, ctx, ctx
+	x.effects = make(map[string]string, n)
+	for i := range n {
+		switch s := &v.steps[i]; {
+		case s.refs == nil:
+			x.effects[s.key.Digest] = s.step.ID
+		case finished[i]:
+			x.effects[res.Steps[s.step.ID].Key.Digest] = s.step.ID
+		}
+	}
 	// A context that can never be done needs no detaching from.
 	if ctx.Done() != nil {
 		x.after = context.WithoutCancel(ctx)
@@ -865,22 +881,36 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 // cleared now, on the values it will run with. Arguments that fail fail
 // the step, recorded, before its tool is called; a person yet to answer
 // returns an *ApprovalPendingError.
-func (r *Run) prepare(x *execution, i int) (_ *vstep, _ clearance, failed StepResult, _ error) {
+func (r *Run) prepare(x *execution, i int) (*vstep, clearance, StepResult, error) {
 	d, v := &r.d, x.v
 	s := v.steps[i] // a copy: the plan's own is shared by executions
 	id, tool := s.step.ID, s.step.Tool
+	refuse := func(reason Reason, vs []Violation) (*vstep, clearance, StepResult, error) {
+		perr := &PlanValidationError{Reason: reason, Step: id, Tool: tool, Violations: vs,
+			RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
+		x.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Reason: reason, Detail: "not run: " + firstViolation(perr)})
+		failed := StepResult{Tool: tool, Status: StepFailed, Err: perr}
+		return nil, clearance{}, failed, errors.Join(&StepError{Step: id, Tool: tool, Err: perr}, r.saveStep(x.after, v, id, failed, clearance{}, perr.Error()))
+	}
 	args, vs := resolveRefs(s.step.Arguments, s.refs, x.sc.outcome)
 	if vs == nil {
 		s.args, vs = s.tool.contract.decode(args, r.ex.cfg.Limits)
 	}
 	if vs != nil {
-		perr := &PlanValidationError{Reason: ReasonArguments, Step: id, Tool: tool, Violations: vs,
-			RunID: d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
-		x.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Reason: ReasonArguments, Detail: "not run: " + firstViolation(perr)})
-		failed = StepResult{Tool: tool, Status: StepFailed, Err: perr}
-		return nil, clearance{}, failed, errors.Join(&StepError{Step: id, Tool: tool, Err: perr}, r.saveStep(x.after, v, id, failed, clearance{}, perr.Error()))
+		return refuse(ReasonArguments, vs)
 	}
 	s.key = Key{Tenant: d.Tenant, Digest: newKeyer(d.Tenant, d.RunID, v.plan.Round).digest(tool, s.args.keyJSON, s.tool.contract.perTenant, s.tool.contract.irreversible)}
+	// Two steps with one key are one effect, resolved or written out.
+	x.clearMu.Lock()
+	other, dup := x.effects[s.key.Digest]
+	if !dup {
+		x.effects[s.key.Digest] = id
+	}
+	x.clearMu.Unlock()
+	if dup {
+		return refuse(ReasonDuplicateEffect, []Violation{{Path: fmt.Sprintf("/steps/%d", i),
+			Why: fmt.Sprintf("once its references are resolved, it performs the same effect as step %s (same tool and key arguments)", quote(other))}})
+	}
 	clr := x.clr[i]
 	if !clr.deferred {
 		return &s, clr, StepResult{}, nil

@@ -242,14 +242,18 @@ const (
 	shapeList   // an array
 	shapeObject // a struct's members
 	shapeMap    // an object with free keys
+	shapeBytes  // bytes, as a base64 string
 )
 
-var shapeNames = [...]string{"a value of any shape", "a string", "an integer", "a number", "a decimal", "a boolean", "a list", "an object", "an object with free keys"}
+var shapeNames = [...]string{"a value of any shape", "a string", "an integer", "a number", "a decimal", "a boolean", "a list", "an object",
+	"an object with free keys", "bytes in base64"}
 
 var (
 	nullDecimalType = reflect.TypeFor[decimal.NullDecimal]()
 	bigIntType      = reflect.TypeFor[big.Int]()
 	rawType         = reflect.TypeFor[json.RawMessage]()
+	numberType      = reflect.TypeFor[json.Number]()
+	anyType         = reflect.TypeFor[any]()
 	marshalerType   = reflect.TypeFor[json.Marshaler]()
 	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 	textMarshaler   = reflect.TypeFor[encoding.TextMarshaler]()
@@ -272,6 +276,9 @@ func shapeOf(t reflect.Type, out bool) shape {
 		return shapeString
 	case rawType:
 		return shapeAny
+	}
+	if t == numberType && out {
+		return shapeNumber // json.Marshal writes its digits as a number
 	}
 	pt := reflect.PointerTo(t)
 	if out {
@@ -301,7 +308,7 @@ func shapeOf(t reflect.Type, out bool) shape {
 		return shapeString
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Uint8 && !reflect.PointerTo(t.Elem()).Implements(textUnmarshaler) {
-			return shapeString // base64
+			return shapeBytes
 		}
 		return shapeList
 	case reflect.Array:
@@ -335,7 +342,7 @@ func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional
 		case shapeList:
 			i, ok := jsonptr.Index(tok)
 			if !ok {
-				return nil, false, fmt.Sprintf("%s: %q is no index into a list", at(), tok)
+				return nil, false, fmt.Sprintf("%s: %s is no index into a list", at(), quote(tok))
 			}
 			if t.Kind() == reflect.Array && i >= t.Len() {
 				return nil, false, fmt.Sprintf("%s: the array has %d elements", at(), t.Len())
@@ -350,7 +357,7 @@ func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional
 		case shapeObject:
 			ms, err := strictjson.Members(t)
 			if err != nil {
-				return t, optional, "" // a shape the decoder has no word for: checked at dispatch
+				return anyType, optional, "" // a shape the decoder has no word for: checked at dispatch
 			}
 			found := false
 			for _, m := range ms {
@@ -361,7 +368,7 @@ func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional
 				}
 			}
 			if !found {
-				return nil, false, fmt.Sprintf("%s: %s has no member %q", at(), t, tok)
+				return nil, false, fmt.Sprintf("%s: %s has no member %s", at(), t, quote(tok))
 			}
 		default:
 			return nil, false, fmt.Sprintf("%s: %s has no members", at(), shapeNames[shapeOf(t, out)])
@@ -375,7 +382,8 @@ func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional
 
 // fitter decides whether an outcome's type fits an argument's.
 type fitter struct {
-	seen map[[2]reflect.Type]bool // pairs being checked: recursive types fit
+	seen  map[[2]reflect.Type]bool // pairs being checked: recursive types fit
+	depth int                      // how far inside the referenced value the check is
 }
 
 // fit returns why a value of type src, as json.Marshal writes it, is not one
@@ -394,17 +402,25 @@ func (f *fitter) fit(src, dst reflect.Type) string {
 	for dst.Kind() == reflect.Pointer {
 		dst = dst.Elem()
 	}
+	f.depth++
+	defer func() { f.depth-- }()
 	switch {
 	case s == shapeAny || d == shapeAny:
 		return "" // checked at dispatch
+	case s == shapeDecimal && d == shapeDecimal && f.depth > 1:
+		// Put in place, a decimal the reference names is written as the
+		// number it records; one inside a list or an object stays the
+		// string json.Marshal wrote, which no decimal argument takes.
+		return "a decimal inside it is recorded as a string, where the argument takes a number: refer to the decimal itself"
 	case s == d && s != shapeList && s != shapeObject && s != shapeMap:
 		return ""
 	case s == shapeInteger && (d == shapeNumber || d == shapeDecimal),
 		s == shapeNumber && d == shapeDecimal,
-		s == shapeDecimal && d == shapeString:
+		s == shapeDecimal && d == shapeString,
+		s == shapeBytes && d == shapeString:
 		return ""
 	case s == shapeList && d == shapeList:
-		if dst.Kind() == reflect.Array {
+		if dst.Kind() == reflect.Array && (src.Kind() != reflect.Array || src.Len() != dst.Len()) {
 			return "a list of any length where an array of " + fmt.Sprint(dst.Len()) + " goes"
 		}
 		return f.element(src.Elem(), dst.Elem(), "its elements")
@@ -416,8 +432,13 @@ func (f *fitter) fit(src, dst reflect.Type) string {
 			return ""
 		}
 		for _, m := range ms {
-			if why := f.member(m, dst.Elem(), false); why != "" {
-				return why
+			// A member left out is a key the map lacks, which is fine; a
+			// nil pointer written as null is a value the map cannot hold.
+			if m.Type.Kind() == reflect.Pointer && !m.Optional && shapeOf(m.Type, true) != shapeAny {
+				return fmt.Sprintf("member %q may be null, and the argument's members may not", m.Name)
+			}
+			if why := f.fit(m.Type, dst.Elem()); why != "" {
+				return fmt.Sprintf("member %q: %s", m.Name, why)
 			}
 		}
 		return ""
@@ -501,7 +522,7 @@ func placeholder(t reflect.Type, depth int) []byte {
 		return []byte(`"0001-01-01T00:00:00Z"`)
 	}
 	switch shapeOf(t, false) {
-	case shapeString:
+	case shapeString, shapeBytes:
 		return []byte(`""`)
 	case shapeInteger, shapeNumber, shapeDecimal:
 		return []byte("0")

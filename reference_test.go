@@ -493,3 +493,23 @@ func TestTheCatalogTellsThePlannerWhatEachToolReturns(t *testing.T) {
 		}
 	}
 }
+
+func TestTwoStepsThatAreOneEffectOnceResolvedAreRefused(t *testing.T) {
+	o := newOffers()
+	_, run := refRun(t, o, &approve{})
+	_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		step("s1", "search_flights", searchArgs),
+		step("s2", "book_flight", `{"flight":{"$from":"s1","path":"/0/flight"},"seats":1}`),
+		step("s3", "book_flight", `{"flight":"BA117","seats":1}`, "s2"),
+	}})
+	var serr *planexec.StepError
+	if !errors.As(err, &serr) || serr.Step != "s2" || !errors.Is(err, planexec.ReasonDuplicateEffect) {
+		t.Fatalf("Execute: %v, want s2 refused as the same effect as s3", err)
+	}
+	if !strings.Contains(err.Error(), `"s3"`) {
+		t.Errorf("the refusal does not name s3: %v", err)
+	}
+	if n := o.count("book_flight"); n != 0 {
+		t.Errorf("book_flight called %d times", n)
+	}
+}

@@ -88,10 +88,12 @@ func decodeRun(rec *store.PlanRecord) (Plan, *roundsState, error) {
 // for an answered run it returns the answer. A run stored by Execute alone
 // is resumed as Resume would.
 //
-// Idempotency across rounds: an irreversible effect (the same tool with the
-// same key arguments) is done at most once per run, whichever round asks
-// for it; a reversible one asked for again in a later round runs again, so
-// a read gets fresh data.
+// Idempotency across rounds, with a store that keeps claims (every store of
+// this module does): an irreversible effect (the same tool with the same
+// key arguments) is done at most once per run, whichever round asks for
+// it; a reversible one asked for again in a later round runs again, so a
+// read gets fresh data. Without a store nothing is deduplicated, across
+// rounds as within a plan.
 func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, err error) {
 	if !r.busy.CompareAndSwap(false, true) {
 		return nil, ErrRunBusy
@@ -231,12 +233,17 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 	}
 }
 
-// joined is the errors err joins (errors.Join), or err alone.
+// joined is the errors err joins (errors.Join, at any depth), or err alone.
 func joined(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	return []error{err}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, joined(e)...)
+	}
+	return out
 }
 
 // spent is what planning cost between two readings of a run's usage.
@@ -305,6 +312,7 @@ const (
 	notApproved  = "a person did not approve it"
 	refusedByTop = "the autonomy policy refused it"
 	notRun       = "not run: a step before it failed or was stopped"
+	notCleared   = "not run: the plan was not cleared"
 )
 
 // observe is what each step of v did, in the plan's order.
@@ -313,6 +321,9 @@ func observe(v *vplan, res *Result, err error) []Observation {
 	for _, s := range v.steps {
 		id, tool := s.step.ID, s.step.Tool
 		o := Observation{Step: id, Tool: tool, Status: "not_run", Error: notRun}
+		if res == nil {
+			o.Error = notCleared
+		}
 		if sr, ok := res.step(id); ok {
 			o.Status, o.Error = string(sr.Status), ""
 			switch sr.Status {

@@ -16,6 +16,7 @@ import (
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -349,4 +350,46 @@ func mustExecutor(t *testing.T, st planexec.PlanStore) *planexec.Executor {
 		t.Fatal(err)
 	}
 	return ex
+}
+
+func TestADenialAtClearanceGoesBackToThePlanner(t *testing.T) {
+	r := &recorder{}
+	run, gate := newExecutor(t, r, withStore(memory.New()))
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Deny("dana", "not this week") }
+	p := &script{payloads: []string{bookRound, answer("Not booked: it was not approved.")}}
+	res, err := run.Do(context.Background(), p, "book BA117")
+	if err != nil || res.Answer == "" {
+		t.Fatalf("Do: %+v, %v", res, err)
+	}
+	h := p.requests()[1].History
+	if len(h) != 1 || len(h[0].Observations) != 1 {
+		t.Fatalf("round 2 was told %+v", h)
+	}
+	if o := h[0].Observations[0]; o.Status != "failed" || o.Error != "a person did not approve it" {
+		t.Errorf("the denial as told: %+v", o)
+	}
+	if callsOf(r, "book_flight") != 0 {
+		t.Error("the denied booking ran")
+	}
+}
+
+// releaseFails is a memory store whose writes of a failed step fail.
+type releaseFails struct{ *memory.Store }
+
+func (releaseFails) ReleaseStep(context.Context, *store.StepWrite) error {
+	return errors.New("database down")
+}
+
+func TestAStoreThatFailsStopsTheRounds(t *testing.T) {
+	r := &recorder{}
+	failOnce(r, "search_flights", fmt.Errorf("timeout: %w", planexec.ErrNotApplied))
+	run, _ := newExecutor(t, r, withStore(releaseFails{memory.New()}))
+	p := &script{payloads: []string{searchRound, answer("never asked")}}
+	res, err := run.Do(context.Background(), p, "find a flight")
+	if err == nil || !strings.Contains(err.Error(), "database down") {
+		t.Fatalf("Do: %+v, %v; want the store's failure", res, err)
+	}
+	if n := len(p.requests()); n != 1 {
+		t.Errorf("the planner was asked %d times: the run went on past a store that failed", n)
+	}
 }

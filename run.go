@@ -202,7 +202,9 @@ func (r *Run) execute(ctx context.Context, plan Plan, st *roundsState) (*Result,
 // against the tools' contracts as they are now (a tool whose schema moved
 // refuses it with ReasonArguments), replays the steps that finished, clears
 // what still needs clearing (a recorded decision is not asked again), and
-// runs the rest. A run the store has no record of is ErrNoRecord.
+// runs the rest. A run the store has no record of is ErrNoRecord. A round
+// of a run of rounds is resumed to its end and the run left planning: Do
+// goes on with its rounds.
 func (r *Run) Resume(ctx context.Context) (_ *Result, err error) {
 	if !r.busy.CompareAndSwap(false, true) {
 		return nil, ErrRunBusy
