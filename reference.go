@@ -33,8 +33,11 @@ import (
 // map), and the type found there must fit the argument: a string where a
 // string goes, an integer where an integer, a number or a decimal goes, a
 // decimal where a decimal or a string goes, lists and objects member by
-// member. A value that may be absent or null (a pointer, an omitempty
-// member, a map's member) fits only an argument that may be too (omitempty).
+// member. A decimal goes into a decimal argument as the number it is only
+// when the reference names it: inside a referenced list or object it is the
+// string json.Marshal wrote, and refused there. A value that may be absent
+// or null (a pointer, an omitempty member, a map's member) fits only an
+// argument that may be too (omitempty).
 // What does not fit is refused with ReasonReference, naming the step, the
 // argument's path and the reference.
 //
