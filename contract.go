@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/go-playground/validator/v10"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/planexec/planexec/internal/canonjson"
 	"github.com/planexec/planexec/internal/strictjson"
@@ -55,6 +56,9 @@ type Contract struct {
 	strict       bool             // the schema is within what strict structured output accepts
 	rules        bool             // the type has validate rules somewhere: decode runs them
 	plain        *canonjson.Plain // renders the canonical form, if the type is plain
+	// jschema, for a tool its caller runs (NewClientTool), holds the
+	// arguments to a JSON Schema instead of a Go type; typ is nil then.
+	jschema *jsonschema.Schema
 }
 
 // ContractOption says what a contract says beyond its argument type.
@@ -189,6 +193,9 @@ type decoded struct {
 // (omitempty) or sets to null is a violation: the step would run without a
 // key.
 func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation) {
+	if c.jschema != nil {
+		return c.decodeBySchema(raw, lim)
+	}
 	ptr, svs := c.dec.New(raw, strictjson.Limits{MaxDepth: lim.MaxArgumentDepth, MaxBytes: lim.MaxPlanBytes})
 	if svs != nil {
 		return decoded{}, violations(svs)
@@ -207,13 +214,25 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 	} else if canon, err = canonjson.Marshal(ptr); err != nil {
 		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
-	d := decoded{value: ptr, canonical: canon, keyJSON: canon}
+	d := decoded{value: ptr, canonical: canon}
+	var vs []Violation
+	if d.keyJSON, vs = c.keyOf(canon); vs != nil {
+		return decoded{}, vs
+	}
+	return d, nil
+}
+
+// keyOf is the part of canonical arguments the idempotency key digests: all
+// of it, or the key arguments. A key argument that the value leaves out
+// (omitempty) or sets to null is a violation: the step would run without a
+// key.
+func (c *Contract) keyOf(canon []byte) ([]byte, []Violation) {
 	if len(c.keyArgs) == 0 {
-		return d, nil
+		return canon, nil
 	}
 	var whole map[string]json.RawMessage
 	if err := json.Unmarshal(canon, &whole); err != nil {
-		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
+		return nil, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
 	picked := make(map[string]json.RawMessage, len(c.keyArgs))
 	var missing []Violation
@@ -226,12 +245,13 @@ func (c *Contract) decode(raw json.RawMessage, lim Limits) (decoded, []Violation
 		picked[k] = v
 	}
 	if missing != nil {
-		return decoded{}, missing
+		return nil, missing
 	}
-	if d.keyJSON, err = canonjson.Marshal(picked); err != nil {
-		return decoded{}, []Violation{{Why: "cannot be rendered as JSON"}}
+	key, err := canonjson.Marshal(picked)
+	if err != nil {
+		return nil, []Violation{{Why: "cannot be rendered as JSON"}}
 	}
-	return d, nil
+	return key, nil
 }
 
 // ruleViolations turns validator errors into JSON Pointer violations. The

@@ -110,6 +110,9 @@
 //     Resume goes on once the decision exists.
 //   - [*AwaitingReplyError]: the planner of a run of rounds asked the person
 //     a question; the run is stored, and Reply goes on with their answer.
+//   - [*ToolCallPendingError]: a step of a tool the caller runs
+//     ([NewClientTool]) was handed back; give its result to
+//     [Run.SubmitResult] and Resume.
 //   - [*IndeterminateOutcomeError]: nobody can say yet whether a step's effect
 //     happened. errors.Is(err, [ErrInFlight]): a live holder has it; wait.
 //     errors.Is(err, [ErrInDoubt]): an irreversible tool failed without

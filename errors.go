@@ -55,8 +55,9 @@ var ErrNoOutcome = errors.New("planexec: the step has no outcome")
 // of another run or tenant, never made, or already decided.
 var ErrNotPending = errors.New("planexec: no such request pending")
 
-// ErrInvalidDecision reports a decision that cannot be recorded: it names no
-// request, or is neither approved nor denied.
+// ErrInvalidDecision reports a decision that cannot be recorded (it names no
+// request, or is neither approved nor denied), or a tool result or reply
+// that cannot (not one JSON document, too large).
 var ErrInvalidDecision = errors.New("planexec: invalid decision")
 
 // Reason says why a plan was refused. A Reason is also an error, so

@@ -40,6 +40,10 @@ const (
 	EventQuestionAsked  EventKind = "QUESTION_ASKED"  // the planner asked the person; the run waits for the reply
 	EventReplied        EventKind = "REPLIED"         // the person replied; the run goes on
 	EventAnswered       EventKind = "ANSWERED"        // the planner answered the task; the run ends (Detail: at the bound)
+
+	// A step of a tool its caller runs (NewClientTool).
+	EventToolCallHandedBack  EventKind = "TOOL_CALL_HANDED_BACK" // the step's call is handed back to the caller (Call)
+	EventToolResultSubmitted EventKind = "TOOL_RESULT_SUBMITTED" // the caller gave the call's result (Call)
 )
 
 // Event is one entry of the record. Fields that do not apply are zero, and
@@ -69,7 +73,9 @@ type Event struct {
 	Model     string     `json:"model,omitempty"`
 	RequestID string     `json:"request_id,omitempty"`
 	// Request is the approval request's id, for approval events.
-	Request  string `json:"request,omitempty"`
+	Request string `json:"request,omitempty"`
+	// Call is the id of a tool call handed back, for TOOL_ events.
+	Call     string `json:"call,omitempty"`
 	Approver string `json:"approver,omitempty"`
 	// Grant and Level name the autonomy grant, for AUTONOMY_ events.
 	Grant string `json:"grant,omitempty"`
@@ -137,6 +143,7 @@ func appendEvent(b []byte, e *Event) []byte {
 	str("model", e.Model)
 	str("request_id", e.RequestID)
 	str("request", e.Request)
+	str("call", e.Call)
 	str("approver", e.Approver)
 	str("grant", e.Grant)
 	str("level", string(e.Level))

@@ -306,18 +306,34 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 	err = r.dispatch(&execution{v: v, clr: clr, ev: ev, ctx: ctx, inPlan: inPlan, acted: spent}, finished, res)
 	lease.stop()
 	status, waits := store.RunCompleted, []store.Wait(nil)
-	if reqs := pendingOnly(err); reqs != nil {
-		// Steps cleared when they were about to run wait on a person: the
-		// run stops there, having run what came before, until Resume.
-		pending := &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: reqs, Stored: r.ex.plans != nil}
-		waits := make([]store.Wait, len(reqs))
-		for i, req := range reqs {
-			waits[i] = store.Wait{StepID: req.StepID, Tool: req.Tool, Request: req.ID}
+	if reqs, calls, ok := awaitsCaller(err); ok {
+		// Steps wait on a person (cleared when they were about to run) or
+		// on the caller (handed back): the run stops there, having run what
+		// came before, until Resume.
+		stored := r.ex.plans != nil
+		var waits []store.Wait
+		var stop []error
+		status := store.RunAwaitingTool
+		if reqs != nil {
+			status = store.RunAwaitingApproval
+			stop = append(stop, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: reqs, Stored: stored})
+			for _, req := range reqs {
+				waits = append(waits, store.Wait{StepID: req.StepID, Tool: req.Tool, Request: req.ID})
+			}
 		}
-		if serr := r.savePlan(context.WithoutCancel(ctx), v, store.RunAwaitingApproval, waits); serr != nil {
-			return res, errors.Join(pending, serr)
+		if calls != nil {
+			stop = append(stop, &ToolCallPendingError{RunID: d.RunID, Tenant: d.Tenant, Calls: calls, Stored: stored})
+			for _, c := range calls {
+				waits = append(waits, store.Wait{StepID: c.StepID, Tool: c.Tool, Call: c.ID})
+			}
 		}
-		return res, pending
+		if serr := r.savePlan(context.WithoutCancel(ctx), v, status, waits); serr != nil {
+			stop = append(stop, serr)
+		}
+		if len(stop) == 1 {
+			return res, stop[0]
+		}
+		return res, errors.Join(stop...)
 	}
 	if err != nil {
 		status, waits = endStatus(ctx, err)
@@ -346,13 +362,15 @@ func (r *Run) run(ctx context.Context, v *vplan, done map[string]store.StepRecor
 // as the store records it (but for a run of rounds whose planner failed, or
 // kept writing refused plans, after its first round: the store keeps it
 // planning, for Do to go on with): completed (nil), awaiting approval (an
-// *ApprovalPendingError), awaiting a reply (an *AwaitingReplyError), in doubt (a step's effect may have landed),
+// *ApprovalPendingError), awaiting a reply (an *AwaitingReplyError),
+// awaiting tool results (a *ToolCallPendingError), in doubt (a step's effect may have landed),
 // interrupted (the run's context ended, or a live holder has a step: resume
 // it later), failed (anything else).
 func StatusOf(err error) RunStatus {
 	var (
 		pending *ApprovalPendingError
 		reply   *AwaitingReplyError
+		calls   *ToolCallPendingError
 	)
 	switch {
 	case err == nil:
@@ -361,6 +379,8 @@ func StatusOf(err error) RunStatus {
 		return RunAwaitingApproval
 	case errors.As(err, &reply):
 		return RunAwaitingReply
+	case errors.As(err, &calls):
+		return RunAwaitingTool
 	}
 	status, _ := endStatus(context.Background(), err)
 	return status
@@ -380,21 +400,24 @@ func endStatus(ctx context.Context, err error) (store.RunStatus, []store.Wait) {
 	return store.RunFailed, nil
 }
 
-// pendingOnly returns the requests of err's *ApprovalPendingErrors when
-// every error joined in err is one, else nil.
-func pendingOnly(err error) []ApprovalRequest {
+// awaitsCaller returns the approval requests and the tool calls of err's
+// *ApprovalPendingErrors and *ToolCallPendingErrors; ok is true when every
+// error joined in err is one of them.
+func awaitsCaller(err error) (reqs []ApprovalRequest, calls []ToolCall, ok bool) {
 	if err == nil {
-		return nil
+		return nil, nil, false
 	}
-	var reqs []ApprovalRequest
 	for _, e := range joined(err) {
-		p, ok := e.(*ApprovalPendingError)
-		if !ok {
-			return nil
+		switch p := e.(type) {
+		case *ApprovalPendingError:
+			reqs = append(reqs, p.Requests...)
+		case *ToolCallPendingError:
+			calls = append(calls, p.Calls...)
+		default:
+			return nil, nil, false
 		}
-		reqs = append(reqs, p.Requests...)
 	}
-	return reqs
+	return reqs, calls, true
 }
 
 // waitsOf lists the keys in doubt among err's *IndeterminateOutcomeErrors,
@@ -756,6 +779,9 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	}
 	if err := r.recheck(ctx, s, clr, ev); err != nil {
 		return StepResult{}, err
+	}
+	if s.tool.client {
+		return StepResult{}, r.handBack(x, s)
 	}
 
 	claims := r.ex.claims

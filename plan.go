@@ -405,7 +405,7 @@ func (r *Run) validate(plan *Plan, payload []byte, barred []string) (*vplan, *Pl
 			return nil, refuse(ReasonDuplicateID, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Why: "another step has this id"})
 		}
 		index[s.ID] = i
-		t, ok := r.ex.tools[s.Tool]
+		t, ok := r.tool(s.Tool)
 		if !ok {
 			return nil, refuse(ReasonUnknownTool, s.ID, s.Tool)
 		}

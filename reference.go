@@ -331,6 +331,9 @@ func shapeOf(t reflect.Type, out bool) shape {
 // omitempty. A walk into a value of any shape ends there, at shapeAny.
 // why says where the walk found no way on.
 func typeAt(t reflect.Type, tokens []string, out bool) (_ reflect.Type, optional bool, why string) {
+	if t == nil {
+		return anyType, true, "" // a schema's arguments: the schema decides at dispatch
+	}
 	for n, tok := range tokens {
 		if out && t.Kind() == reflect.Pointer {
 			optional = true

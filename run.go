@@ -25,11 +25,14 @@ import (
 // Resume or Do while another of them is running on the same Run is
 // ErrRunBusy.
 type Run struct {
-	ex      *Executor
-	d       Delegation
-	catalog []ToolSpec // the tools the delegation allows, in Config.Tools order
-	rec     record
-	busy    atomic.Bool
+	ex       *Executor
+	d        Delegation
+	own      map[string]*Tool // tools given to this run alone (WithTools)
+	ownOrder []*Tool          // the same, in the order given
+	optErr   error            // what an option found wrong
+	catalog  []ToolSpec       // the tools the delegation allows, in Config.Tools order, then the run's own
+	rec      record
+	busy     atomic.Bool
 
 	mu      sync.Mutex
 	usage   llm.Usage
@@ -63,6 +66,45 @@ func WithObserver(o Observer) RunOption {
 	}
 }
 
+// WithTools gives the run tools of its own beside the executor's: tools
+// its caller runs (NewClientTool), which each caller brings. A tool of the
+// executor's name, or two of one name, is a *ConfigurationError from Run.
+// The delegation's scope narrows them as it narrows the executor's. A run
+// that resumes a stored plan needs the same tools again.
+func WithTools(tools ...*Tool) RunOption {
+	return func(r *Run) {
+		if r.own == nil {
+			r.own = map[string]*Tool{}
+		}
+		for _, t := range tools {
+			if t == nil || t.contract == nil {
+				r.optErr = &ConfigurationError{Why: "a nil tool; build tools with NewTool or NewClientTool"}
+				continue
+			}
+			_, theirs := r.ex.tools[t.name]
+			if _, dup := r.own[t.name]; dup || theirs {
+				r.optErr = &ConfigurationError{Tool: t.name, Why: "is given twice: by the executor or the run"}
+				continue
+			}
+			if r.ex.cfg.Gate == nil && (t.contract.irreversible || t.contract.approval) {
+				r.optErr = &ConfigurationError{Tool: t.name, Why: "needs a person's approval but no approval gate is configured"}
+				continue
+			}
+			r.own[t.name] = t
+			r.ownOrder = append(r.ownOrder, t)
+		}
+	}
+}
+
+// tool is the tool named name: the executor's, or the run's own.
+func (r *Run) tool(name string) (*Tool, bool) {
+	if t, ok := r.ex.tools[name]; ok {
+		return t, true
+	}
+	t, ok := r.own[name]
+	return t, ok
+}
+
 // Run makes a run acting under d. A missing run id gets a new one. Ids that
 // could not be stored and shown faithfully (invalid UTF-8, control
 // characters in the run id, tenant, user or agent) are a *DelegationError.
@@ -80,11 +122,18 @@ func (ex *Executor) Run(d Delegation, opts ...RunOption) (*Run, error) {
 	for _, o := range opts {
 		o(r)
 	}
+	if r.optErr != nil {
+		return nil, r.optErr
+	}
 	r.catalog = ex.catalog
-	if d.Scope != nil {
+	if d.Scope != nil || len(r.ownOrder) > 0 {
+		all := slices.Clone(ex.catalog)
+		for _, t := range r.ownOrder {
+			all = append(all, t.spec())
+		}
 		r.catalog = nil
-		for _, t := range ex.catalog {
-			if slices.Contains(d.Scope, t.Name) {
+		for _, t := range all {
+			if d.Scope == nil || slices.Contains(d.Scope, t.Name) {
 				r.catalog = append(r.catalog, t)
 			}
 		}

@@ -25,6 +25,7 @@ const (
 	RunFailed           = store.RunFailed           // a step failed, or a person or the ladder refused one
 	RunPlanning         = store.RunPlanning         // a run of rounds between rounds: Do goes on with the next
 	RunAwaitingReply    = store.RunAwaitingReply    // the planner asked the person: Reply goes on with their answer
+	RunAwaitingTool     = store.RunAwaitingTool     // a caller's tool call was handed back: SubmitResult, then Resume
 )
 
 // RunInfo is a stored run as a listing shows it.
@@ -38,13 +39,15 @@ type RunInfo struct {
 }
 
 // Wait is one thing a stopped run waits for: a person's decision on an
-// approval request (Request; record it with Run.Decide), or the resolution
-// of a key in doubt (Key; settle it with Run.Resolve).
+// approval request (Request; record it with Run.Decide), the resolution of
+// a key in doubt (Key; settle it with Run.Resolve), or the result of a tool
+// call handed back to the caller (Call; give it to Run.SubmitResult).
 type Wait struct {
 	Step    string
 	Tool    string
 	Request string
 	Key     Key
+	Call    string
 }
 
 // RunQuery asks for a page of a tenant's runs.
@@ -143,7 +146,7 @@ func runInfo(tenant string, s store.RunSummary, now time.Time) RunInfo {
 		info.Status = RunInterrupted
 	}
 	for _, w := range s.Waiting {
-		wait := Wait{Step: w.StepID, Tool: w.Tool, Request: w.Request}
+		wait := Wait{Step: w.StepID, Tool: w.Tool, Request: w.Request, Call: w.Call}
 		if w.Key != "" {
 			wait.Key = Key{Tenant: tenant, Digest: w.Key}
 		}

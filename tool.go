@@ -19,6 +19,7 @@ type Tool struct {
 	output      reflect.Type                                     // what the tool returns; nil when it says nothing (an interface)
 	outSchema   json.RawMessage                                  // the JSON Schema of its outcome, as recorded; nil with output
 	call        func(ctx context.Context, args any) (any, error) // args: a *A
+	client      bool                                             // its caller runs it: a step is handed back (NewClientTool)
 }
 
 // NewTool declares a tool: fn, called with arguments of type A, a struct, as

@@ -34,10 +34,14 @@ const (
 	// RunAwaitingReply: the planner of a run of rounds asked the person a
 	// question; the run goes on with their reply.
 	RunAwaitingReply RunStatus = "awaiting_reply"
+	// RunAwaitingTool: a step of a tool its caller runs was handed back
+	// (Waiting names the calls); the run goes on once the results are in.
+	RunAwaitingTool RunStatus = "awaiting_tool"
 )
 
 // RunStatuses are the statuses a run record may hold, each once.
-var RunStatuses = []RunStatus{RunRunning, RunAwaitingApproval, RunInDoubt, RunInterrupted, RunCompleted, RunFailed, RunPlanning, RunAwaitingReply}
+var RunStatuses = []RunStatus{RunRunning, RunAwaitingApproval, RunInDoubt, RunInterrupted, RunCompleted, RunFailed, RunPlanning, RunAwaitingReply,
+	RunAwaitingTool}
 
 // Wait is one thing a stopped run waits for: a person's decision on an
 // approval request, or the resolution of a key in doubt.
@@ -46,6 +50,7 @@ type Wait struct {
 	Tool    string `json:"tool"`
 	Request string `json:"request,omitempty"` // the approval request's id
 	Key     string `json:"key,omitempty"`     // the digest of the key in doubt
+	Call    string `json:"call,omitempty"`    // the id of a tool call handed back to the caller
 }
 
 // StepStatus is where a stored step stands. planexec.StepStatus is this

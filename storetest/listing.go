@@ -60,6 +60,7 @@ func runListing(t *testing.T, open Open) {
 		k := setup(t, open)
 		approval := []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "sha256:req"}, {StepID: "s3", Tool: "notify", Request: "sha256:req3"}}
 		doubt := []store.Wait{{StepID: "s2", Tool: "pay", Key: "sha256:key"}}
+		calls := []store.Wait{{StepID: "s4", Tool: "confirm", Call: "call_1"}}
 		for i, st := range store.RunStatuses {
 			var waits []store.Wait
 			switch st {
@@ -67,6 +68,8 @@ func runListing(t *testing.T, open Open) {
 				waits = approval
 			case store.RunInDoubt:
 				waits = doubt
+			case store.RunAwaitingTool:
+				waits = calls
 			}
 			save(t, k, "acme", fmt.Sprintf("run-%d", i), st, waits)
 			k.clk.Advance(time.Second)
@@ -90,7 +93,7 @@ func runListing(t *testing.T, open Open) {
 				t.Errorf("listing %s gave %+v", st, got)
 				continue
 			}
-			want := map[store.RunStatus][]store.Wait{store.RunAwaitingApproval: approval, store.RunInDoubt: doubt}[st]
+			want := map[store.RunStatus][]store.Wait{store.RunAwaitingApproval: approval, store.RunInDoubt: doubt, store.RunAwaitingTool: calls}[st]
 			if !slices.Equal(got[0].Waiting, want) {
 				t.Errorf("a run %s waits for %+v, want %+v", st, got[0].Waiting, want)
 			}

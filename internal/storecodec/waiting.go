@@ -20,8 +20,8 @@ func EncodeWaiting(waits []store.Wait) ([]byte, error) {
 }
 
 // DecodeWaiting reads what EncodeWaiting wrote for run runID: nil for NULL.
-// Anything else than a JSON array of waits, each naming a step and either a
-// request or a key, wraps store.ErrCorruptRecord.
+// Anything else than a JSON array of waits, each naming a step and one of a
+// request, a key or a call, wraps store.ErrCorruptRecord.
 func DecodeWaiting(runID string, col []byte) ([]store.Wait, error) {
 	if col == nil {
 		return nil, nil
@@ -35,8 +35,14 @@ func DecodeWaiting(runID string, col []byte) ([]store.Wait, error) {
 		return nil, corrupt(what, "an empty list is stored as NULL")
 	}
 	for _, w := range waits {
-		if w.StepID == "" || (w.Request == "") == (w.Key == "") {
-			return nil, corrupt(what, fmt.Sprintf("a wait for step %q names neither or both a request and a key", w.StepID))
+		named := 0
+		for _, s := range []string{w.Request, w.Key, w.Call} {
+			if s != "" {
+				named++
+			}
+		}
+		if w.StepID == "" || named != 1 {
+			return nil, corrupt(what, fmt.Sprintf("a wait for step %q names not one of a request, a key and a call", w.StepID))
 		}
 	}
 	return waits, nil
