@@ -28,6 +28,17 @@ const (
 	RunAwaitingTool     = store.RunAwaitingTool     // a caller's tool call was handed back: SubmitResult, then Resume
 )
 
+// Info is where the stored run stands, as a listing shows it. A run the
+// store has no record of is ErrNoRecord.
+func (r *Run) Info(ctx context.Context) (RunInfo, error) {
+	rec, err := r.load(ctx)
+	if err != nil {
+		return RunInfo{}, err
+	}
+	return runInfo(r.d.Tenant, store.RunSummary{RunID: rec.RunID, PlanID: rec.PlanID, Status: rec.Status, Waiting: rec.Waiting,
+		LeaseExpires: rec.LeaseExpires, Created: rec.Created, Updated: rec.Updated}, r.ex.cfg.Now()), nil
+}
+
 // RunInfo is a stored run as a listing shows it.
 type RunInfo struct {
 	ID      string

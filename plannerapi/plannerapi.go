@@ -1,0 +1,300 @@
+// Package plannerapi serves planner mode over HTTP: an OpenAI-compatible
+// chat-completions endpoint on which a request with "planner_mode": true is
+// a run of rounds over the service's tools (planexec.Run.Do), streamed as
+// it goes, handing control back to the client (a tool call, a question, an
+// approval) and resumed by the x-session-id header. Without planner_mode a
+// request is an ordinary completion by the configured model.
+//
+//	srv, err := plannerapi.New(plannerapi.Config{
+//		Executor: ex, // the service's tools, store and policy
+//		Models:   map[string]llm.Model{"planexec": model},
+//	})
+//	http.ListenAndServe("127.0.0.1:8080", srv)
+//
+// Any OpenAI client talks to it: the SDKs send planner_mode and the session
+// through their extra-body and extra-header options.
+//
+// # Sessions
+//
+// A session is one job: its rounds, the tools that failed in it, a plan
+// paused partway. It is the planexec run whose id is the session id, of the
+// tenant the caller is (Config.Authenticate), so it lives in the executor's
+// store: any replica over the same database continues it, and one caller
+// can neither resume nor read another's. It is not conversation memory: the
+// conversation is the request's messages. A session whose run answered, or
+// failed, starts over on the next request; one paused for longer than
+// Config.SessionTTL starts over too, and says so (the response's
+// X-Session-Status header is "restarted").
+//
+// # Handing control back
+//
+// A run pauses, stored, and the response says why:
+//   - a tool the client passed in "tools": finish_reason "tool_calls" and
+//     the call in message.tool_calls; the client sends its result as a
+//     "tool" message with that tool_call_id;
+//   - a question for the person (plan_status clarification_requested): the
+//     answer is the next user message;
+//   - an approval a person has yet to give (card_interaction_requested, or
+//     payment_requested when an autonomy class over an amount escalated it):
+//     the requests are in the response's metadata ("approvals"), and the
+//     client sends its decisions in the follow-up request's "decisions"
+//     field: [{"request": id, "approved": true|false, "reason": "..."}].
+//
+// Each resumes the same way: a follow-up request with the same session id.
+package plannerapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm"
+)
+
+// Config builds a Server.
+type Config struct {
+	// Executor runs the plans: the service's tools, store and policy. Its
+	// store must keep runs (every store of this module does): sessions are
+	// its runs.
+	Executor *planexec.Executor
+	// Models are the models a request may name, by name: planner mode plans
+	// with it, and an ordinary completion is its answer.
+	Models map[string]llm.Model
+	// Agent is the planner's name and instructions.
+	Agent planexec.Agent
+	// Agents names groups of the executor's tools that a request's
+	// "agents" list may give a run; tools in no group are always given.
+	// Nil: every tool is always given, and "agents" is refused.
+	Agents map[string][]string
+	// Authenticate names the caller of a request: its tenant, whose
+	// sessions are its own. An error answers 401. Default: every caller is
+	// "anonymous".
+	Authenticate func(*http.Request) (string, error)
+	// MaxBodyBytes bounds a request's body. Default: 1 MiB.
+	MaxBodyBytes int64
+	// MaxRuns bounds the planner runs served at once; past it a request is
+	// 429. Default: 64.
+	MaxRuns int
+	// SessionTTL is how long a paused session waits for the client to
+	// resume it. Default: 1 hour.
+	SessionTTL time.Duration
+	// MaxAgents bounds a request's "agents" list. Default: 16.
+	MaxAgents int
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// Server serves the API. It is an http.Handler, safe for concurrent use.
+type Server struct {
+	cfg   Config
+	runs  chan struct{} // a token per planner run being served
+	names []string      // the models' names, sorted
+	mux   *http.ServeMux
+}
+
+// New checks cfg and builds a server.
+func New(cfg Config) (*Server, error) {
+	if cfg.Executor == nil {
+		return nil, &planexec.ConfigurationError{Why: "plannerapi needs an executor"}
+	}
+	if len(cfg.Models) == 0 {
+		return nil, &planexec.ConfigurationError{Why: "plannerapi needs at least one model"}
+	}
+	for name, m := range cfg.Models {
+		if m == nil {
+			return nil, &planexec.ConfigurationError{Why: fmt.Sprintf("model %q is nil", name)}
+		}
+	}
+	if cfg.Authenticate == nil {
+		cfg.Authenticate = func(*http.Request) (string, error) { return "anonymous", nil }
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxRuns <= 0 {
+		cfg.MaxRuns = 64
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = time.Hour
+	}
+	if cfg.MaxAgents <= 0 {
+		cfg.MaxAgents = 16
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, runs: make(chan struct{}, cfg.MaxRuns), mux: http.NewServeMux()}
+	for name := range cfg.Models {
+		s.names = append(s.names, name)
+	}
+	slices.Sort(s.names)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.completions)
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /v1/models/{model}", s.model)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "", "unknown_url", fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path))
+	})
+	return s, nil
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// apiError is OpenAI's error body.
+type apiError struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    *string `json:"code"`
+	} `json:"error"`
+}
+
+// writeError answers status with an error in OpenAI's shape.
+func writeError(w http.ResponseWriter, status int, typ, param, code, message string) {
+	var e apiError
+	e.Error.Message, e.Error.Type = message, typ
+	if param != "" {
+		e.Error.Param = &param
+	}
+	if code != "" {
+		e.Error.Code = &code
+	}
+	writeJSON(w, status, e)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// caller authenticates r; false when it answered 401.
+func (s *Server) caller(w http.ResponseWriter, r *http.Request) (string, bool) {
+	who, err := s.cfg.Authenticate(r)
+	if err != nil || who == "" {
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "", "invalid_api_key", "The request is not authenticated.")
+		return "", false
+	}
+	return who, true
+}
+
+type modelEntry struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.caller(w, r); !ok {
+		return
+	}
+	list := struct {
+		Object string       `json:"object"`
+		Data   []modelEntry `json:"data"`
+	}{Object: "list", Data: []modelEntry{}}
+	for _, name := range s.names {
+		list.Data = append(list.Data, modelEntry{ID: name, Object: "model", OwnedBy: "planexec"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.caller(w, r); !ok {
+		return
+	}
+	name := r.PathValue("model")
+	if _, ok := s.cfg.Models[name]; !ok {
+		s.unknownModel(w, name)
+		return
+	}
+	writeJSON(w, http.StatusOK, modelEntry{ID: name, Object: "model", OwnedBy: "planexec"})
+}
+
+func (s *Server) unknownModel(w http.ResponseWriter, name string) {
+	writeError(w, http.StatusNotFound, "invalid_request_error", "model", "model_not_found",
+		fmt.Sprintf("The model %s does not exist or you do not have access to it.", quoteName(name)))
+}
+
+// quoteName quotes a name a client sent, cut short, for a message.
+func quoteName(name string) string {
+	if len(name) > 64 {
+		name = name[:64] + "…"
+	}
+	return fmt.Sprintf("%q", strings.ToValidUTF8(name, "\uFFFD"))
+}
+
+// completions serves POST /v1/chat/completions.
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	caller, ok := s.caller(w, r)
+	if !ok {
+		return
+	}
+	req, problem := decodeRequest(w, r, s.cfg.MaxBodyBytes)
+	if problem != nil {
+		problem.write(w)
+		return
+	}
+	model, ok := s.cfg.Models[req.Model]
+	if !ok {
+		s.unknownModel(w, req.Model)
+		return
+	}
+	if !req.PlannerMode {
+		s.complete(w, r, req, model)
+		return
+	}
+	session := r.Header.Get("X-Session-Id")
+	if session == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "x-session-id", "missing_session",
+			"Planner mode requires an x-session-id header: one value per job, the same on every request that continues it.")
+		return
+	}
+	select {
+	case s.runs <- struct{}{}:
+		defer func() { <-s.runs }()
+	default:
+		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "", "too_many_runs", "Too many planner runs at once; try again shortly.")
+		return
+	}
+	s.plan(w, r, caller, session, req, model)
+}
+
+// problem is a request refused before anything ran.
+type problem struct {
+	status        int
+	param, reason string
+	message       string
+}
+
+func (p *problem) write(w http.ResponseWriter) {
+	typ := "invalid_request_error"
+	writeError(w, p.status, typ, p.param, p.reason, p.message)
+}
+
+func badRequest(param, message string) *problem {
+	return &problem{status: http.StatusBadRequest, param: param, message: message}
+}
+
+// errorStatus answers a run's error in OpenAI's shape.
+func errorStatus(w http.ResponseWriter, err error) {
+	var perr *planexec.PlanValidationError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The client went away: nothing to answer.
+	case errors.As(err, &perr):
+		writeError(w, http.StatusUnprocessableEntity, "invalid_request_error", "", "plan_refused", perr.Error())
+	case errors.Is(err, planexec.ErrInDoubt), errors.Is(err, planexec.ErrInFlight):
+		writeError(w, http.StatusConflict, "invalid_request_error", "", "step_in_doubt",
+			"A step's effect cannot be vouched for; the session waits until it is settled.")
+	default:
+		writeError(w, http.StatusInternalServerError, "server_error", "", "run_failed", "The run failed.")
+	}
+}

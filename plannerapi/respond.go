@@ -1,0 +1,273 @@
+package plannerapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm"
+)
+
+// Plan statuses, as plan_state reports them.
+const (
+	planInProgress     = "in_progress"
+	planCompleted      = "completed"
+	planClarification  = "clarification_requested"
+	planPayment        = "payment_requested"
+	planCardInteracted = "card_interaction_requested"
+)
+
+// responder answers one request: a chat.completion, or a stream of
+// chat.completion.chunk events.
+type responder struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	stream  bool
+	usage   bool // the client asked for usage in the stream's last chunk
+	id      string
+	created int64
+	model   string
+
+	mu      sync.Mutex
+	started bool // the stream's headers and first chunk are out
+}
+
+func newResponder(w http.ResponseWriter, req *chatRequest, now time.Time) *responder {
+	o := &responder{w: w, stream: req.Stream, id: "chatcmpl-" + uuid.NewString(), created: now.Unix(), model: req.Model}
+	o.usage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+	o.flusher, _ = w.(http.Flusher)
+	return o
+}
+
+// chunk is a chat.completion.chunk.
+type chunk struct {
+	ID       string        `json:"id"`
+	Object   string        `json:"object"`
+	Created  int64         `json:"created"`
+	Model    string        `json:"model"`
+	Choices  []chunkChoice `json:"choices"`
+	Usage    *usage        `json:"usage,omitempty"`
+	Metadata any           `json:"metadata,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int     `json:"index"`
+	Delta        delta   `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+	Logprobs     *struct{} `json:"logprobs"`
+}
+
+type delta struct {
+	Role      string     `json:"role,omitempty"`
+	Content   *string    `json:"content,omitempty"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+type usage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+func usageOf(u llm.Usage) *usage {
+	return &usage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.Total()}
+}
+
+// completion is a chat.completion.
+type completion struct {
+	ID       string   `json:"id"`
+	Object   string   `json:"object"`
+	Created  int64    `json:"created"`
+	Model    string   `json:"model"`
+	Choices  []choice `json:"choices"`
+	Usage    *usage   `json:"usage"`
+	Metadata any      `json:"metadata,omitempty"`
+}
+
+type choice struct {
+	Index        int       `json:"index"`
+	Message      message   `json:"message"`
+	FinishReason string    `json:"finish_reason"`
+	Logprobs     *struct{} `json:"logprobs"`
+}
+
+type message struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+// begin writes the stream's headers and its first chunk, once.
+func (o *responder) begin() {
+	if o.started {
+		return
+	}
+	o.started = true
+	h := o.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	o.w.WriteHeader(http.StatusOK)
+	o.send(chunk{Choices: []chunkChoice{{Delta: delta{Role: "assistant"}}}})
+}
+
+// send writes one chunk, stamped with the response's id. Callers hold mu.
+func (o *responder) send(c chunk) {
+	c.ID, c.Object, c.Created, c.Model = o.id, "chat.completion.chunk", o.created, o.model
+	if c.Choices == nil {
+		c.Choices = []chunkChoice{}
+	}
+	b, _ := json.Marshal(c) // plain values: it cannot fail
+	fmt.Fprintf(o.w, "data: %s\n\n", b)
+	if o.flusher != nil {
+		o.flusher.Flush()
+	}
+}
+
+// state sends a partial plan_state, for a client to merge into what it has.
+func (o *responder) state(update map[string]any) {
+	if !o.stream {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.begin()
+	update["type"] = "plan_state"
+	o.send(chunk{Metadata: update})
+}
+
+// progress turns a run's event into a plan_state update: phases are rounds,
+// tasks are steps, keyed by round (from 0) and step id.
+func (o *responder) progress(e planexec.Event) {
+	phase := strconv.Itoa(max(e.Round-1, 0))
+	task := func(status string) map[string]any {
+		t := map[string]any{"status": status}
+		if e.Tool != "" {
+			t["tool"] = e.Tool
+		}
+		return map[string]any{"plan_status": planInProgress, "phases": map[string]any{phase: map[string]any{"tasks": map[string]any{e.StepID: t}}}}
+	}
+	phaseStatus := func(status string) map[string]any {
+		return map[string]any{"plan_status": planInProgress, "phases": map[string]any{phase: map[string]any{"status": status}}}
+	}
+	switch e.Kind {
+	case planexec.EventRoundStarted:
+		o.state(phaseStatus("in_progress"))
+	case planexec.EventStepStarted:
+		o.state(task("running"))
+	case planexec.EventStepExecuted:
+		o.state(task("completed"))
+	case planexec.EventStepFailed:
+		o.state(task("failed"))
+	case planexec.EventApprovalPending, planexec.EventToolCallHandedBack:
+		o.state(task("waiting_response"))
+	case planexec.EventRoundCompleted:
+		o.state(phaseStatus("completed"))
+	case planexec.EventQuestionAsked:
+		o.state(map[string]any{"plan_status": planClarification})
+	case planexec.EventAnswered:
+		o.state(map[string]any{"plan_status": planCompleted})
+	}
+}
+
+// answer ends the response with content (and tool calls), the finish
+// reason, the run's usage and, for a pause, metadata.
+func (o *responder) answer(content string, calls []toolCall, finish string, u llm.Usage, meta map[string]any) {
+	if !o.stream {
+		msg := message{Role: "assistant", ToolCalls: calls}
+		if content != "" || calls == nil {
+			msg.Content = &content
+		}
+		c := completion{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
+			Choices: []choice{{Message: msg, FinishReason: finish}}, Usage: usageOf(u)}
+		if meta != nil {
+			c.Metadata = meta
+		}
+		writeJSON(o.w, http.StatusOK, c)
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.begin()
+	if meta != nil {
+		o.send(chunk{Metadata: meta})
+	}
+	if content != "" {
+		o.send(chunk{Choices: []chunkChoice{{Delta: delta{Content: &content}}}})
+	}
+	if calls != nil {
+		for i := range calls {
+			n := i
+			calls[i].Index = &n
+		}
+		o.send(chunk{Choices: []chunkChoice{{Delta: delta{ToolCalls: calls}}}})
+	}
+	o.send(chunk{Choices: []chunkChoice{{Delta: delta{}, FinishReason: &finish}}})
+	if o.usage {
+		o.send(chunk{Usage: usageOf(u)})
+	}
+	fmt.Fprint(o.w, "data: [DONE]\n\n")
+	if o.flusher != nil {
+		o.flusher.Flush()
+	}
+}
+
+// fail ends the response with an error: an OpenAI error body, or in a
+// stream already under way, an error event and the stream's end.
+func (o *responder) fail(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.started {
+		errorStatus(o.w, err)
+		return
+	}
+	if errors.Is(err, errGone) {
+		return
+	}
+	var e apiError
+	e.Error.Message, e.Error.Type = "The run failed.", "server_error"
+	b, _ := json.Marshal(e)
+	fmt.Fprintf(o.w, "data: %s\n\ndata: [DONE]\n\n", b)
+	if o.flusher != nil {
+		o.flusher.Flush()
+	}
+}
+
+// errGone is a client that went away.
+var errGone = errors.New("plannerapi: the client went away")
+
+// callsOf renders calls handed back in OpenAI's shape.
+func callsOf(calls []planexec.ToolCall) []toolCall {
+	out := make([]toolCall, len(calls))
+	for i, c := range calls {
+		out[i].ID, out[i].Type = c.ID, "function"
+		out[i].Function.Name, out[i].Function.Arguments = c.Tool, string(c.Arguments)
+	}
+	return out
+}
+
+// approvals describes the requests a paused run waits on, for the client.
+func approvals(reqs []planexec.ApprovalRequest) (string, map[string]any) {
+	status := planCardInteracted
+	list := make([]map[string]any, len(reqs))
+	var names []string
+	for i, req := range reqs {
+		if req.Class != "" {
+			status = planPayment // an autonomy class over an amount escalated it
+		}
+		list[i] = map[string]any{"request": req.ID, "step": req.StepID, "tool": req.Tool, "arguments": req.Arguments,
+			"irreversible": req.Irreversible, "why": req.Why}
+		names = append(names, req.Tool)
+	}
+	return fmt.Sprintf("Approval needed before the run goes on: %s. Send decisions for the requests in metadata.approvals.", strings.Join(names, ", ")),
+		map[string]any{"type": "plan_state", "plan_status": status, "approvals": list}
+}

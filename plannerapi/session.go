@@ -1,0 +1,273 @@
+package plannerapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm"
+)
+
+// plan serves a planner-mode request: the session's run, from where it
+// stands.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session string, req *chatRequest, model llm.Model) {
+	ctx := r.Context()
+	scope, p := s.scope(req.Agents)
+	if p != nil {
+		p.write(w)
+		return
+	}
+	var clientTools []*planexec.Tool
+	for i, t := range req.Tools {
+		params := t.Function.Parameters
+		if len(params) == 0 {
+			params = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		tool, err := planexec.NewClientTool(t.Function.Name, t.Function.Description, params)
+		if err != nil {
+			badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "The tool cannot be offered: "+err.Error()).write(w)
+			return
+		}
+		clientTools = append(clientTools, tool)
+		if scope != nil {
+			scope = append(scope, t.Function.Name)
+		}
+	}
+	out := newResponder(w, req, s.cfg.Now())
+	opts := []planexec.RunOption{planexec.WithTools(clientTools...)}
+	if req.Stream {
+		opts = append(opts, planexec.WithObserver(out.progress))
+	}
+	run, err := s.cfg.Executor.Run(planexec.Delegation{RunID: session, Tenant: caller, User: caller, Agent: s.cfg.Agent.Name, Scope: scope}, opts...)
+	var derr *planexec.DelegationError
+	var cerr *planexec.ConfigurationError
+	switch {
+	case errors.As(err, &derr):
+		badRequest("x-session-id", "The session id must be printable text.").write(w)
+		return
+	case errors.As(err, &cerr):
+		badRequest("tools", "The tools cannot be offered: "+cerr.Error()).write(w)
+		return
+	case err != nil:
+		errorStatus(w, err)
+		return
+	}
+	planner, err := planexec.NewAgentPlanner(model, s.cfg.Agent)
+	if err != nil {
+		errorStatus(w, err)
+		return
+	}
+
+	// Where the session stands: new, paused, under way, or over.
+	info, err := run.Info(ctx)
+	fresh := errors.Is(err, planexec.ErrNoRecord)
+	if err != nil && !fresh {
+		errorStatus(w, err)
+		return
+	}
+	if !fresh {
+		over := info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed
+		expired := paused(info.Status) && s.cfg.Now().Sub(info.Updated) > s.cfg.SessionTTL
+		if over || expired {
+			if err := run.Forget(ctx); err != nil {
+				errorStatus(w, err)
+				return
+			}
+			fresh = true
+			if expired {
+				w.Header().Set("X-Session-Status", "restarted")
+			}
+		}
+	}
+
+	var res *planexec.Result
+	replied := false
+	if !fresh {
+		switch info.Status {
+		case planexec.RunAwaitingTool:
+			if p := submitResults(ctx, run, req.Messages); p != nil {
+				p.write(w)
+				return
+			}
+		case planexec.RunAwaitingApproval:
+			if p := decide(ctx, run, req.Decisions); p != nil {
+				p.write(w)
+				return
+			}
+		case planexec.RunAwaitingReply:
+			if text, ok := lastUser(req.Messages); ok {
+				res, err = run.Reply(ctx, planner, text)
+				replied = true
+			}
+		}
+	}
+	if !replied {
+		res, err = run.Do(ctx, planner, task(req.Messages))
+	}
+	s.finish(out, run, res, err)
+}
+
+// paused reports whether a session waits on its client.
+func paused(st planexec.RunStatus) bool {
+	return st == planexec.RunAwaitingTool || st == planexec.RunAwaitingApproval || st == planexec.RunAwaitingReply
+}
+
+// finish answers with how the run ended, or where it paused.
+func (s *Server) finish(out *responder, run *planexec.Run, res *planexec.Result, err error) {
+	var (
+		calls    *planexec.ToolCallPendingError
+		question *planexec.AwaitingReplyError
+		pending  *planexec.ApprovalPendingError
+	)
+	u := run.Usage()
+	switch {
+	case err == nil:
+		out.answer(res.Answer, nil, "stop", u, nil)
+	case errors.As(err, &pending):
+		text, meta := approvals(pending.Requests)
+		out.answer(text, nil, "stop", u, meta)
+	case errors.As(err, &calls):
+		out.answer("", callsOf(calls.Calls), "tool_calls", u, nil)
+	case errors.As(err, &question):
+		out.answer(question.Question, nil, "stop", u, map[string]any{"type": "plan_state", "plan_status": planClarification})
+	case errors.Is(err, context.Canceled):
+		out.fail(errGone)
+	default:
+		out.fail(err)
+	}
+}
+
+// scope is the tools a request's agents give a run: nil for all when the
+// server names no groups.
+func (s *Server) scope(agents []string) ([]string, *problem) {
+	if s.cfg.Agents == nil {
+		if len(agents) > 0 {
+			return nil, badRequest("agents", "This server has no agents to name.")
+		}
+		return nil, nil
+	}
+	if len(agents) > s.cfg.MaxAgents {
+		return nil, badRequest("agents", fmt.Sprintf("At most %d agents may be named.", s.cfg.MaxAgents))
+	}
+	grouped := map[string]bool{}
+	for _, tools := range s.cfg.Agents {
+		for _, t := range tools {
+			grouped[t] = true
+		}
+	}
+	var scope []string
+	for _, spec := range s.catalog() {
+		if !grouped[spec] {
+			scope = append(scope, spec)
+		}
+	}
+	for _, a := range agents {
+		tools, ok := s.cfg.Agents[a]
+		if !ok {
+			return nil, badRequest("agents", fmt.Sprintf("Unknown agent %s.", quoteName(a)))
+		}
+		scope = append(scope, tools...)
+	}
+	return scope, nil
+}
+
+// catalog is the names of the executor's tools.
+func (s *Server) catalog() []string {
+	run, err := s.cfg.Executor.Run(planexec.Delegation{RunID: "catalog"})
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, t := range run.Catalog() {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+// submitResults gives the run the results of its calls handed back: the
+// tool messages after the last assistant message.
+func submitResults(ctx context.Context, run *planexec.Run, msgs []chatMessage) *problem {
+	start := len(msgs)
+	for start > 0 && msgs[start-1].Role == "tool" {
+		start--
+	}
+	if start == len(msgs) {
+		return badRequest("messages", "The session waits for tool results: send each as a \"tool\" message with its tool_call_id.")
+	}
+	for i := start; i < len(msgs); i++ {
+		m := msgs[i]
+		text, _ := m.text()
+		result := json.RawMessage(text)
+		if !json.Valid(result) {
+			result, _ = json.Marshal(text) // plain text is the result as a string
+		}
+		err := run.SubmitResult(ctx, m.ToolCallID, result)
+		switch {
+		case errors.Is(err, planexec.ErrNotPending):
+			return badRequest(fmt.Sprintf("messages[%d].tool_call_id", i), fmt.Sprintf("The session awaits no tool call %s.", quoteName(m.ToolCallID)))
+		case errors.Is(err, planexec.ErrInvalidDecision):
+			return badRequest(fmt.Sprintf("messages[%d].content", i), "The tool result cannot be recorded.")
+		case err != nil:
+			return &problem{status: http.StatusInternalServerError, reason: "store_failed", message: "The tool result could not be recorded."}
+		}
+	}
+	return nil
+}
+
+// decide records the client's decisions on the approvals the run waits on.
+func decide(ctx context.Context, run *planexec.Run, decisions []decision) *problem {
+	if len(decisions) == 0 {
+		return badRequest("decisions", "The session waits for approvals: send a decision for each request in \"decisions\".")
+	}
+	for i, d := range decisions {
+		dec := planexec.Decision{RequestID: d.Request, Status: planexec.Denied, Approver: d.By, Why: d.Reason}
+		if d.Approved {
+			dec.Status = planexec.Approved
+		}
+		err := run.Decide(ctx, dec)
+		switch {
+		case errors.Is(err, planexec.ErrNotPending), errors.Is(err, planexec.ErrInvalidDecision):
+			return badRequest(fmt.Sprintf("decisions[%d].request", i), fmt.Sprintf("The session awaits no decision on request %s.", quoteName(d.Request)))
+		case err != nil:
+			return &problem{status: http.StatusInternalServerError, reason: "store_failed", message: "The decision could not be recorded."}
+		}
+	}
+	return nil
+}
+
+// lastUser is the text of the last user message.
+func lastUser(msgs []chatMessage) (string, bool) {
+	for _, m := range slices.Backward(msgs) {
+		if m.Role == "user" {
+			text, _ := m.text()
+			return text, true
+		}
+	}
+	return "", false
+}
+
+// task is the job a conversation asks for: its one user message, or the
+// whole conversation, one line a message.
+func task(msgs []chatMessage) string {
+	users := 0
+	for _, m := range msgs {
+		if m.Role == "user" {
+			users++
+		}
+	}
+	if users == 1 && len(msgs) == 1 {
+		text, _ := msgs[0].text()
+		return text
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		text, _ := m.text()
+		fmt.Fprintf(&b, "%s: %s\n", m.Role, text)
+	}
+	return b.String()
+}
