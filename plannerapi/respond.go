@@ -59,9 +59,9 @@ type chunk struct {
 }
 
 type chunkChoice struct {
-	Index        int     `json:"index"`
-	Delta        delta   `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
+	Index        int       `json:"index"`
+	Delta        delta     `json:"delta"`
+	FinishReason *string   `json:"finish_reason"`
 	Logprobs     *struct{} `json:"logprobs"`
 }
 
