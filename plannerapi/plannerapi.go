@@ -22,9 +22,10 @@
 // store: any replica over the same database continues it, and one caller
 // can neither resume nor read another's. It is not conversation memory: the
 // conversation is the request's messages. A session whose run answered, or
-// failed, starts over on the next request; one paused for longer than
-// Config.SessionTTL starts over too, and says so (the response's
-// X-Session-Status header is "restarted").
+// failed, starts over on the next request, as a new run ("<session>~2",
+// "~3", …), so nothing of the last one is replayed in it; one paused for
+// longer than Config.SessionTTL starts over too, and says so (the
+// response's X-Session-Status header is "restarted").
 //
 // # Handing control back
 //

@@ -38,18 +38,41 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 			scope = append(scope, t.Function.Name)
 		}
 	}
+	// Where the session stands: new, paused, under way, or over. A session
+	// that is over, or paused past its time, starts over as a new run (the
+	// next generation of the session), so nothing of the last one is
+	// replayed in it.
+	d := planexec.Delegation{Tenant: caller, User: caller, Agent: s.cfg.Agent.Name, Scope: scope}
+	gen, info, found, err := s.generation(ctx, d, session)
+	var derr *planexec.DelegationError
+	switch {
+	case errors.As(err, &derr):
+		badRequest("x-session-id", "The session id must be printable text.").write(w)
+		return
+	case err != nil:
+		errorStatus(w, err)
+		return
+	}
+	fresh := !found
+	if found {
+		over := info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed
+		expired := paused(info.Status) && s.cfg.Now().Sub(info.Updated) > s.cfg.SessionTTL
+		if over || expired {
+			gen, fresh = gen+1, true
+			if expired {
+				w.Header().Set("X-Session-Status", "restarted")
+			}
+		}
+	}
 	out := newResponder(w, req, s.cfg.Now())
 	opts := []planexec.RunOption{planexec.WithTools(clientTools...)}
 	if req.Stream {
 		opts = append(opts, planexec.WithObserver(out.progress))
 	}
-	run, err := s.cfg.Executor.Run(planexec.Delegation{RunID: session, Tenant: caller, User: caller, Agent: s.cfg.Agent.Name, Scope: scope}, opts...)
-	var derr *planexec.DelegationError
+	d.RunID = runID(session, gen)
+	run, err := s.cfg.Executor.Run(d, opts...)
 	var cerr *planexec.ConfigurationError
 	switch {
-	case errors.As(err, &derr):
-		badRequest("x-session-id", "The session id must be printable text.").write(w)
-		return
 	case errors.As(err, &cerr):
 		badRequest("tools", "The tools cannot be offered: "+cerr.Error()).write(w)
 		return
@@ -61,28 +84,6 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 	if err != nil {
 		errorStatus(w, err)
 		return
-	}
-
-	// Where the session stands: new, paused, under way, or over.
-	info, err := run.Info(ctx)
-	fresh := errors.Is(err, planexec.ErrNoRecord)
-	if err != nil && !fresh {
-		errorStatus(w, err)
-		return
-	}
-	if !fresh {
-		over := info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed
-		expired := paused(info.Status) && s.cfg.Now().Sub(info.Updated) > s.cfg.SessionTTL
-		if over || expired {
-			if err := run.Forget(ctx); err != nil {
-				errorStatus(w, err)
-				return
-			}
-			fresh = true
-			if expired {
-				w.Header().Set("X-Session-Status", "restarted")
-			}
-		}
 	}
 
 	var res *planexec.Result
@@ -110,6 +111,38 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 		res, err = run.Do(ctx, planner, task(req.Messages))
 	}
 	s.finish(out, run, res, err)
+}
+
+// runID is the id of the run of generation gen of session: the session id
+// itself first, then "<session>~<gen>".
+func runID(session string, gen int) string {
+	if gen <= 1 {
+		return session
+	}
+	return fmt.Sprintf("%s~%d", session, gen)
+}
+
+// generation finds the session's latest run: its generation and where it
+// stands; found is false for a session with no run yet (generation 1).
+func (s *Server) generation(ctx context.Context, d planexec.Delegation, session string) (gen int, info planexec.RunInfo, found bool, err error) {
+	for gen = 1; ; gen++ {
+		d.RunID = runID(session, gen)
+		run, err := s.cfg.Executor.Run(d)
+		if err != nil {
+			return 0, planexec.RunInfo{}, false, err
+		}
+		next, err := run.Info(ctx)
+		switch {
+		case errors.Is(err, planexec.ErrNoRecord):
+			if gen == 1 {
+				return 1, planexec.RunInfo{}, false, nil
+			}
+			return gen - 1, info, true, nil
+		case err != nil:
+			return 0, planexec.RunInfo{}, false, err
+		}
+		info = next
+	}
 }
 
 // paused reports whether a session waits on its client.
