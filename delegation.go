@@ -17,6 +17,9 @@ type Agent struct {
 	Name string
 	// Instructions frame the planner's task, after planexec's own.
 	Instructions string
+	// Temperature, when set, is asked of the model for each plan; nil
+	// leaves it to the model's provider.
+	Temperature *float64
 }
 
 // Delegation is the authority a run acts under: whose it is and what it may

@@ -55,6 +55,10 @@ var ErrNoOutcome = errors.New("planexec: the step has no outcome")
 // of another run or tenant, never made, or already decided.
 var ErrNotPending = errors.New("planexec: no such request pending")
 
+// ErrStepTimeout is the cause of a tool call's context done at
+// Config.StepTimeout, and wraps the error of a step that ran out of time.
+var ErrStepTimeout = errors.New("planexec: the step ran out of time")
+
 // ErrInvalidDecision reports a decision that cannot be recorded (it names no
 // request, or is neither approved nor denied), or a tool result or reply
 // that cannot (not one JSON document, too large).

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -675,5 +676,21 @@ func TestCurrentStepNamesTheUserTheRunActsFor(t *testing.T) {
 	}
 	if got := seen()["LHR"].User; got != "dana" {
 		t.Errorf("StepInfo.User = %q, want the delegation's user %q", got, "dana")
+	}
+}
+
+func TestAStepPastItsTimeoutFailsAndSaysSo(t *testing.T) {
+	r := &recorder{delay: time.Second}
+	run, _ := newExecutor(t, r, func(s *setup) { s.StepTimeout = 20 * time.Millisecond })
+	start := time.Now()
+	res, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "search_flights", `{"origin":"LHR","destination":"JFK"}`)}})
+	if !errors.Is(err, planexec.ErrStepTimeout) || res.Steps["s1"].Status != planexec.StepFailed {
+		t.Fatalf("Execute: %+v, %v; want the step failed with ErrStepTimeout", res, err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("the run took %v: the timeout did not stop the tool", took)
+	}
+	if i := findEvent(run.Events(), planexec.EventStepFailed, "s1"); i < 0 || !strings.Contains(run.Events()[i].Detail, "timed out") {
+		t.Errorf("events %v", run.Events())
 	}
 }

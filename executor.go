@@ -63,6 +63,11 @@ type Config struct {
 	// PollInterval is how often Run.Follow asks the store for new events.
 	// Default: 250ms.
 	PollInterval time.Duration
+	// StepTimeout, when positive, bounds each tool's call: past it the
+	// call's context is done with ErrStepTimeout as its cause, and a tool
+	// that returns then fails the step (in doubt if it is irreversible and
+	// does not say ErrNotApplied). Default: none.
+	StepTimeout time.Duration
 	// MaxRounds bounds a run of rounds (Run.Do): past it, the planner is
 	// asked for an answer from the work done. Default: DefaultMaxRounds (15).
 	MaxRounds int
@@ -1039,6 +1044,15 @@ func (r *Run) claim(x *execution, req store.ClaimRequest) (store.Claim, error) {
 	return store.Claim{}, err
 }
 
+// failureDetail is a failed step's event detail: its status, and whether
+// it ran out of time.
+func failureDetail(status StepStatus, err error) string {
+	if errors.Is(err, ErrStepTimeout) {
+		return string(status) + ": timed out"
+	}
+	return string(status)
+}
+
 // errToolExited is the failure of a tool that ended its goroutine without
 // returning.
 var errToolExited = errors.New("the tool exited its goroutine without returning")
@@ -1054,7 +1068,7 @@ func (r *Run) failed(ctx context.Context, v *vplan, s *vstep, clr clearance, res
 		res.Status = StepInDoubt
 	}
 	r.rec.emit(&Event{Kind: EventStepFailed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round,
-		StepID: id, Tool: tool, Duration: elapsed, Detail: string(res.Status)})
+		StepID: id, Tool: tool, Duration: elapsed, Detail: failureDetail(res.Status, err)})
 	var serr error
 	switch claims := r.ex.claims; {
 	case r.ex.steps != nil:
@@ -1123,6 +1137,11 @@ func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome js
 	d, v := &r.d, x.v
 	tctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
+	if t := r.ex.cfg.StepTimeout; t > 0 {
+		var stop context.CancelFunc
+		tctx, stop = context.WithTimeoutCause(tctx, t, ErrStepTimeout)
+		defer stop()
+	}
 	tc := &toolContext{Context: tctx, step: stepContext{info: StepInfo{RunID: d.RunID, Tenant: d.Tenant, User: d.User,
 		PlanID: v.plan.ID, Revision: v.plan.Revision, StepID: s.step.ID, Tool: s.step.Tool}}}
 	if claims := r.ex.claims; claims != nil {
@@ -1140,6 +1159,9 @@ func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome js
 	}()
 	out, err := s.tool.call(tc, s.args.value)
 	if err != nil {
+		if context.Cause(tctx) == ErrStepTimeout && !errors.Is(err, ErrStepTimeout) {
+			err = fmt.Errorf("%w: %w", ErrStepTimeout, err)
+		}
 		return nil, err
 	}
 	if outcome, err = json.Marshal(out); err != nil {

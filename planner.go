@@ -183,7 +183,7 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 		output.Description = "The steps of the next round, or the answer, or a question for the person."
 		output.Schema = RoundSchema(req.Tools)
 	}
-	resp, err := p.model.Generate(ctx, &llm.Request{System: system, Messages: msgs, Output: output})
+	resp, err := p.model.Generate(ctx, &llm.Request{System: system, Messages: msgs, Output: output, Temperature: p.agent.Temperature})
 	if resp == nil {
 		return nil, err
 	}

@@ -45,6 +45,9 @@ type Request struct {
 	Output *OutputSchema
 	// MaxTokens bounds the answer; 0 leaves it to the adapter.
 	MaxTokens int
+	// Temperature, when set, is the sampling temperature the provider is
+	// asked for; nil leaves it to the provider.
+	Temperature *float64
 }
 
 // OutputSchema names the JSON Schema an answer must follow.

@@ -42,6 +42,24 @@
 //     field: [{"request": id, "approved": true|false, "reason": "..."}].
 //
 // Each resumes the same way: a follow-up request with the same session id.
+//
+// # The rest of the request
+//
+// A planner run makes its own model calls: it passes "temperature" to each,
+// and refuses "max_tokens", "max_completion_tokens" and "response_format"
+// (400: an ordinary completion is the place for them). "agents" names tool
+// groups of Config.Agents the run may use. "n" must be 1. Unknown members
+// are refused, as OpenAI refuses them.
+//
+// # Limits
+//
+// A body past Config.MaxBodyBytes is 413; more planner runs at once than
+// Config.MaxRuns, 429. A run takes at most the executor's MaxRounds rounds
+// (15 by default) and answers from the work done at the bound; a tool that
+// fails twice in a session is not offered again; set the executor's
+// StepTimeout to bound each tool's reply. A client that disconnects stops
+// its run at the next step boundary, with everything finished on record:
+// the same session id resumes it.
 package plannerapi
 
 import (

@@ -167,7 +167,11 @@ func (o *responder) progress(e planexec.Event) {
 	case planexec.EventStepExecuted:
 		o.state(task("completed"))
 	case planexec.EventStepFailed:
-		o.state(task("failed"))
+		status := "failed"
+		if strings.HasSuffix(e.Detail, "timed out") { // a step past the executor's StepTimeout
+			status = "timeout"
+		}
+		o.state(task(status))
 	case planexec.EventApprovalPending, planexec.EventToolCallHandedBack:
 		o.state(task("waiting_response"))
 	case planexec.EventRoundCompleted:

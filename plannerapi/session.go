@@ -17,6 +17,14 @@ import (
 // stands.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session string, req *chatRequest, model llm.Model) {
 	ctx := r.Context()
+	switch {
+	case req.MaxTokens != nil || req.MaxCompletionTokens != nil:
+		badRequest("max_tokens", "A planner run sets the bounds of its own model calls; use an ordinary completion to set max_tokens.").write(w)
+		return
+	case len(req.ResponseFormat) > 0:
+		badRequest("response_format", "A planner run answers in text; use an ordinary completion to ask for a response_format.").write(w)
+		return
+	}
 	scope, p := s.scope(req.Agents)
 	if p != nil {
 		p.write(w)
@@ -80,7 +88,9 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 		errorStatus(w, err)
 		return
 	}
-	planner, err := planexec.NewAgentPlanner(model, s.cfg.Agent)
+	agent := s.cfg.Agent
+	agent.Temperature = req.Temperature // the run's own model calls take it
+	planner, err := planexec.NewAgentPlanner(model, agent)
 	if err != nil {
 		errorStatus(w, err)
 		return

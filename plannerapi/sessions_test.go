@@ -347,3 +347,37 @@ func TestAnotherReplicaContinuesASession(t *testing.T) {
 		t.Errorf("searched %d + %d times, want once in all", one.searches.Load(), two.searches.Load())
 	}
 }
+
+func TestAPlannerRunTakesTheTemperatureAndRefusesWhatItSetsItself(t *testing.T) {
+	d := newDesk(t, memory.New())
+	var temps []float64
+	var mu sync.Mutex
+	model := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		mu.Lock()
+		defer mu.Unlock()
+		if req.Temperature != nil {
+			temps = append(temps, *req.Temperature)
+		}
+		if strings.Contains(req.Messages[0].Content, "Round 1 ran") {
+			return scripted.Reply{Content: `{"goal":"","steps":[],"answer":"Done.","question":null}`}
+		}
+		return scripted.Reply{Content: searchRound}
+	})
+	srv, err := plannerapi.New(plannerapi.Config{Executor: d.ex, Models: map[string]llm.Model{"planexec": model}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	if r := post(t, hs, "", "s1", ask1, `,"temperature":0.3`); r.status != 200 {
+		t.Fatalf("%+v", r)
+	}
+	if len(temps) != 2 || temps[0] != 0.3 || temps[1] != 0.3 {
+		t.Errorf("the model calls were asked temperatures %v, want 0.3 each", temps)
+	}
+	for _, extra := range []string{`,"max_tokens":10`, `,"max_completion_tokens":10`, `,"response_format":{"type":"json_object"}`} {
+		if r := post(t, hs, "", "s2", ask1, extra); r.status != 400 {
+			t.Errorf("%s: %d, want 400", extra, r.status)
+		}
+	}
+}

@@ -233,6 +233,10 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	defer cancel()
 	callCtx, ex := provider.Track(callCtx)
 	var body []byte // the SDK's decoding is lenient: the body is read here
+	if req.Temperature != nil {
+		// The Messages API takes it; this SDK's parameters do not name it.
+		callOpts = append(callOpts, option.WithJSONSet("temperature", *req.Temperature))
+	}
 	callOpts = append(callOpts, option.WithResponseBodyInto(&body))
 	if _, err := m.client.Messages.New(callCtx, params, callOpts...); err != nil {
 		return nil, m.failure(ctx, err, ex)

@@ -870,3 +870,21 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		t.Error("a non-object output schema was accepted")
 	}
 }
+
+func TestATemperatureGoesOverTheWireOnlyWhenSet(t *testing.T) {
+	api := newAPI(t, planned(goodPlan))
+	m := api.model(t)
+	hot := 0.25
+	for _, temp := range []*float64{&hot, nil} {
+		if _, err := m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "plan"}}, Temperature: temp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqs := api.requests()
+	if got := reqs[0].Body["temperature"]; got != 0.25 {
+		t.Errorf("temperature = %v, want 0.25", got)
+	}
+	if _, sent := reqs[1].Body["temperature"]; sent {
+		t.Errorf("a temperature went over the wire unasked")
+	}
+}

@@ -350,6 +350,9 @@ func (m *Model) params(req *llm.Request) (oai.ChatCompletionNewParams, error) {
 			return p, fmt.Errorf("openai: message %d has unknown role %q", i, msg.Role)
 		}
 	}
+	if req.Temperature != nil {
+		p.Temperature = oai.Float(*req.Temperature)
+	}
 	if n := req.MaxTokens; n > 0 || m.maxTokens > 0 {
 		if n <= 0 {
 			n = m.maxTokens

@@ -831,3 +831,20 @@ func TestAProviderErrorWithoutAnErrDoesNotPanic(t *testing.T) {
 		t.Error("Unwrap() != nil")
 	}
 }
+
+func TestATemperatureGoesOverTheWireOnlyWhenSet(t *testing.T) {
+	s := newServer(t, reply(answer{content: goodPlan, id: "req_1", in: 10, out: 10}), reply(answer{content: goodPlan, id: "req_2", in: 10, out: 10}))
+	m := newModel(t, s)
+	hot := 0.25
+	for _, temp := range []*float64{&hot, nil} {
+		if _, err := m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "plan"}}, Temperature: temp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.body(0)["temperature"]; got != 0.25 {
+		t.Errorf("temperature = %v, want 0.25", got)
+	}
+	if _, sent := s.body(1)["temperature"]; sent {
+		t.Errorf("a temperature went over the wire unasked: %v", s.body(1)["temperature"])
+	}
+}
