@@ -302,6 +302,10 @@ func badRequest(param, message string) *problem {
 	return &problem{status: http.StatusBadRequest, param: param, message: message}
 }
 
+// inFlight says a session is being continued by another request or
+// replica.
+const inFlight = "The session is being continued elsewhere (another request, or a replica resuming it); try again in a moment."
+
 // errorStatus answers a run's error in OpenAI's shape.
 func errorStatus(w http.ResponseWriter, err error) {
 	var perr *planexec.PlanValidationError
@@ -310,7 +314,9 @@ func errorStatus(w http.ResponseWriter, err error) {
 		// The client went away: nothing to answer.
 	case errors.As(err, &perr):
 		writeError(w, http.StatusUnprocessableEntity, "invalid_request_error", "", "plan_refused", perr.Error())
-	case errors.Is(err, planexec.ErrInDoubt), errors.Is(err, planexec.ErrInFlight):
+	case errors.Is(err, planexec.ErrInFlight), errors.Is(err, planexec.ErrRunBusy):
+		writeError(w, http.StatusConflict, "invalid_request_error", "", "session_busy", inFlight)
+	case errors.Is(err, planexec.ErrInDoubt):
 		writeError(w, http.StatusConflict, "invalid_request_error", "", "step_in_doubt",
 			"A step's effect cannot be vouched for; the session waits until it is settled.")
 	default:

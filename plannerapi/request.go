@@ -54,6 +54,15 @@ type chatMessage struct {
 	Refusal    *string         `json:"refusal"`
 }
 
+// UnmarshalJSON reads a message leniently: members other than those a
+// chat message has (the "parsed" an SDK's accumulator adds, say) are left
+// aside, as OpenAI leaves them, so that a client may send back the message
+// its SDK built.
+func (m *chatMessage) UnmarshalJSON(b []byte) error {
+	type plain chatMessage
+	return json.Unmarshal(b, (*plain)(m))
+}
+
 // text is a message's content as text: a string, or its text parts.
 func (m *chatMessage) text() (string, bool) {
 	c := bytes.TrimSpace(m.Content)

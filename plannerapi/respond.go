@@ -150,9 +150,21 @@ func (o *responder) state(update map[string]any) {
 func (o *responder) progress(e planexec.Event) {
 	phase := strconv.Itoa(max(e.Round-1, 0))
 	task := func(status string) map[string]any {
-		t := map[string]any{"status": status}
+		t := map[string]any{}
+		if status != "" {
+			t["status"] = status
+		}
 		if e.Tool != "" {
 			t["tool"] = e.Tool
+		}
+		if e.Replayed && e.Kind == planexec.EventStepExecuted {
+			t["replayed"] = true // done before: its outcome is on record
+		}
+		switch e.Kind {
+		case planexec.EventApprovalGranted:
+			t["approval"] = "granted"
+		case planexec.EventApprovalDenied:
+			t["approval"] = "denied"
 		}
 		return map[string]any{"plan_status": planInProgress, "phases": map[string]any{phase: map[string]any{"tasks": map[string]any{e.StepID: t}}}}
 	}
@@ -174,6 +186,10 @@ func (o *responder) progress(e planexec.Event) {
 		o.state(task(status))
 	case planexec.EventApprovalPending, planexec.EventToolCallHandedBack:
 		o.state(task("waiting_response"))
+	case planexec.EventApprovalGranted:
+		o.state(task(""))
+	case planexec.EventApprovalDenied:
+		o.state(task("skipped"))
 	case planexec.EventRoundCompleted:
 		o.state(phaseStatus("completed"))
 	case planexec.EventQuestionAsked:
@@ -239,6 +255,9 @@ func (o *responder) fail(err error) {
 	}
 	var e apiError
 	e.Error.Message, e.Error.Type = "The run failed.", "server_error"
+	if errors.Is(err, planexec.ErrInFlight) {
+		e.Error.Message, e.Error.Type = inFlight, "invalid_request_error"
+	}
 	b, _ := json.Marshal(e)
 	fmt.Fprintf(o.w, "data: %s\n\ndata: [DONE]\n\n", b)
 	if o.flusher != nil {

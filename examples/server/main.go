@@ -1,0 +1,417 @@
+// Command server serves planner mode over HTTP for the trip tools of
+// examples/planner.go (search_flights, hold_room, book_flight, which is
+// irreversible, and send_itinerary): an OpenAI-compatible chat-completions
+// API (package plannerapi) on which a request with "planner_mode": true and
+// an x-session-id header plans and runs the trip in rounds, streamed as
+// plan_state chunks when "stream" is true.
+//
+//	go run ./examples/server                      # 127.0.0.1:8080, SQLite in server.db
+//	go run ./examples/server -yes                 # approve every booking without asking
+//	go run ./examples/server -addr :9090 -model-name trips
+//	go run ./examples/server -postgres postgres://localhost/db
+//	go run ./examples/server -model openai:MODEL     # with OPENAI_API_KEY (and OPENAI_BASE_URL)
+//	go run ./examples/server -model anthropic:MODEL  # with ANTHROPIC_API_KEY
+//
+//	curl -N localhost:8080/v1/chat/completions -H 'x-session-id: trip-1' \
+//	  -d '{"model":"planexec","planner_mode":true,"stream":true,
+//	       "messages":[{"role":"user","content":"Get me to New York"}]}'
+//
+// With no model configured it plans with a scripted model (no key, no
+// network) that plans the same trip whatever it is asked, and answers once
+// told what the first round did. The provider adapters are not compiled into
+// the default build: with -model and the provider's key set, the command
+// builds itself again with them (-tags providers) and hands over.
+//
+// Without -yes the booking waits for a person: the response ends with
+// plan_status card_interaction_requested and the approval requests in its
+// metadata, and the client decides in the follow-up request's "decisions"
+// field. Runs are kept in the store: on start, before serving, and then
+// every minute, the server resumes runs that were left interrupted, and
+// prunes those that finished more than 30 days ago.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm"
+	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/plannerapi"
+	"github.com/planexec/planexec/store/postgres"
+	"github.com/planexec/planexec/store/sqlite"
+)
+
+// The tools' arguments, as in examples/planner.go: each contract is
+// generated from one of these.
+
+type FlightSearch struct {
+	Origin      string `json:"origin" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Destination string `json:"destination" validate:"len=3" jsonschema_description:"IATA airport code"`
+	Date        string `json:"date" jsonschema_description:"departure date, YYYY-MM-DD"`
+}
+
+type RoomHold struct {
+	Hotel    string          `json:"hotel"`
+	Nights   int             `json:"nights" validate:"min=1,max=30"`
+	Total    decimal.Decimal `json:"total" validate:"gt=0"`
+	Currency string          `json:"currency" validate:"len=3"`
+}
+
+type Booking struct {
+	Flight   string          `json:"flight"`
+	Seats    int             `json:"seats" validate:"min=1,max=9"`
+	Fare     decimal.Decimal `json:"fare" validate:"gt=0"`
+	Currency string          `json:"currency" validate:"len=3"`
+}
+
+type Itinerary struct {
+	To    string `json:"to" validate:"email"`
+	Trip  string `json:"trip"`
+	Notes string `json:"notes,omitempty"`
+}
+
+type Flight struct {
+	Flight string          `json:"flight"`
+	Fare   decimal.Decimal `json:"fare"`
+}
+
+// work stands for a remote call.
+func work(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tools are the trip's tools; book is what booking a flight does once the
+// step is cleared (the tests count its calls).
+func tools(book func(context.Context, Booking) (string, error)) []*planexec.Tool {
+	return []*planexec.Tool{
+		planexec.MustTool("search_flights", "Find flights between two airports on a date.",
+			func(ctx context.Context, s FlightSearch) ([]Flight, error) {
+				return []Flight{{"BA117", decimal.RequireFromString("412.50")}, {"VS3", decimal.RequireFromString("455.00")}}, work(ctx, 300*time.Millisecond)
+			}),
+		planexec.MustTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
+			func(ctx context.Context, h RoomHold) (string, error) {
+				return "HOLD-" + strings.ToUpper(h.Hotel[:min(3, len(h.Hotel))]), work(ctx, 300*time.Millisecond)
+			}, planexec.KeyArguments("hotel")),
+		planexec.MustTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.", book,
+			planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
+		planexec.MustTool("send_itinerary", "Email the itinerary.",
+			func(ctx context.Context, it Itinerary) (string, error) {
+				return "sent to " + it.To, work(ctx, 100*time.Millisecond)
+			}),
+	}
+}
+
+// bookFlight books: it stands for a payment API called with the step's
+// idempotency key.
+func bookFlight(ctx context.Context, b Booking) (string, error) {
+	key, _ := planexec.IdempotencyKey(ctx)
+	if err := work(ctx, 200*time.Millisecond); err != nil {
+		// Interrupted before the request was sent: saying so lets the step
+		// run again instead of leaving the booking in doubt.
+		return "", fmt.Errorf("booking not sent: %w: %w", err, planexec.ErrNotApplied)
+	}
+	return "PNR-" + b.Flight + "-" + key[max(0, len(key)-6):], nil
+}
+
+// The scripted model's plan and answers. The booking reads the flight and
+// its fare from what the search returns, so it is cleared, and asked about,
+// once the search has run.
+const (
+	tripPlan = `{"goal":"get them to New York","steps":[
+ {"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK","date":"2026-12-14"},"intent":"find the fare before booking"},
+ {"id":"s2","tool":"hold_room","arguments":{"hotel":"Hudson","nights":3,"total":540.00,"currency":"GBP"},"intent":"a room near the office"},
+ {"id":"s3","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":1,"fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"},"intent":"book the cheapest flight found"},
+ {"id":"s4","tool":"send_itinerary","arguments":{"to":"traveller@example.com","trip":"LHR-JFK 14 Dec, 3 nights"},"depends_on":["s2","s3"]}],"answer":null,"question":null}`
+	booked    = `{"goal":"","steps":[],"question":null,"answer":"Booked BA117 (LHR-JFK, 14 Dec) at 412.50 GBP, held a room at the Hudson for 3 nights, and emailed the itinerary to traveller@example.com."}`
+	notBooked = `{"goal":"","steps":[],"question":null,"answer":"Not booked: the booking of BA117 at 412.50 GBP was not approved. A room at the Hudson is held for 3 nights."}`
+)
+
+// scriptedModel stands in for a model, following the conversation as one
+// would: the trip's plan, then, once told what round 1 did, the answer. An
+// ordinary completion (no planner_mode) gets a line saying what it is.
+func scriptedModel() llm.Model {
+	return scripted.Respond(func(req *llm.Request) scripted.Reply {
+		if req.Output == nil {
+			return scripted.Reply{Content: "I am the scripted stand-in for a model. Send \"planner_mode\": true and an x-session-id header to plan a trip."}
+		}
+		told := req.Messages[0].Content
+		switch {
+		case strings.Contains(told, "Round 1 ran") && strings.Contains(told, "did not approve"):
+			return scripted.Reply{Content: notBooked}
+		case strings.Contains(told, "Round 1 ran"):
+			return scripted.Reply{Content: booked}
+		default:
+			return scripted.Reply{Content: tripPlan}
+		}
+	})
+}
+
+// tenant is every caller: this example authenticates nobody. A service
+// names its callers in plannerapi.Config.Authenticate, and each tenant's
+// sessions are its own.
+const tenant = "anonymous"
+
+// options are the command's flags.
+type options struct {
+	addr      string // where to listen
+	modelName string // the name requests give as "model"
+	yes       bool   // approve every request without asking
+	db        string // the SQLite file
+	postgres  string // a PostgreSQL URL, instead of SQLite
+	model     string // "", "openai:MODEL" or "anthropic:MODEL"
+
+	book  func(context.Context, Booking) (string, error) // default: bookFlight
+	every time.Duration                                  // upkeep's period; default: a minute
+	grace time.Duration                                  // how long shutdown waits for runs under way; default: 10s
+}
+
+// withDefaults fills in what o leaves zero.
+func (o options) withDefaults() options {
+	if o.modelName == "" {
+		o.modelName = "planexec"
+	}
+	if o.book == nil {
+		o.book = bookFlight
+	}
+	if o.every <= 0 {
+		o.every = time.Minute
+	}
+	if o.grace <= 0 {
+		o.grace = 10 * time.Second
+	}
+	return o
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	flag.StringVar(&o.modelName, "model-name", "planexec", `the model name requests give as "model"`)
+	flag.BoolVar(&o.yes, "yes", false, "approve every approval request (the booking) without asking the client")
+	flag.StringVar(&o.db, "db", "server.db", "SQLite file")
+	flag.StringVar(&o.postgres, "postgres", "", "PostgreSQL URL (instead of SQLite)")
+	flag.StringVar(&o.model, "model", "", "plan with openai:MODEL (OPENAI_API_KEY, OPENAI_BASE_URL) or anthropic:MODEL (ANTHROPIC_API_KEY); default: the scripted model")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, o, nil)
+	if errors.Is(err, errNeedsProviders) {
+		err = withProviders(ctx)
+	}
+	if err != nil {
+		stop()
+		log.Fatal(err)
+	}
+}
+
+// run serves until ctx ends, then shuts down: it stops listening, gives
+// runs under way up to o.grace to finish (then interrupts them: they are
+// stored, and resumed by the next start), and returns once every request
+// and the upkeep have. listening, when set, is told the address listened
+// on.
+func run(ctx context.Context, o options, listening func(net.Addr)) error {
+	o = o.withDefaults()
+	model, err := chooseModel(o.model)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, o.db, o.postgres)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	handler, ex, err := newServer(st, model, o)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	// Runs an earlier process left interrupted are resumed before any
+	// request comes in: a client resuming its session while Recover resumes
+	// it would find its steps in flight.
+	tidy(ctx, ex)
+	log.Printf("serving planner mode on http://%s/v1/chat/completions (model %q)", ln.Addr(), o.modelName)
+	if listening != nil {
+		listening(ln.Addr())
+	}
+
+	// Requests run under their own context, ended only if shutdown's grace
+	// runs out, so a signal lets runs under way finish first.
+	reqs, interrupt := context.WithCancel(context.WithoutCancel(ctx))
+	defer interrupt()
+	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return reqs }}
+	var wg sync.WaitGroup
+	served := make(chan error, 1)
+	wg.Go(func() { served <- hs.Serve(ln) })
+	kept, stopUpkeep := context.WithCancel(ctx)
+	defer stopUpkeep()
+	wg.Go(func() { upkeep(kept, ex, o.every) })
+
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-served: // it failed: shut down the rest
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.grace)
+	defer cancel()
+	if serr := hs.Shutdown(sctx); serr != nil {
+		log.Printf("runs still under way after %v: interrupting them (they are stored, and resumed on the next start)", o.grace)
+		interrupt()
+		_ = hs.Shutdown(context.WithoutCancel(ctx)) // waits for their handlers to return
+	}
+	stopUpkeep()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	log.Print("stopped")
+	return err
+}
+
+// newServer builds the API the command serves over st: the trip tools, the
+// approval gate (-yes approves every request; otherwise the client decides,
+// planexec.DecideLater), and model under o.modelName. It returns the
+// executor too, for upkeep.
+func newServer(st planexec.PlanStore, model llm.Model, o options) (http.Handler, *planexec.Executor, error) {
+	o = o.withDefaults()
+	gate := planexec.DecideLater
+	if o.yes {
+		gate = planexec.ApprovalGateFunc(func(_ context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+			return req.Approve("server (-yes)"), nil
+		})
+	}
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools(o.book), Store: st, Gate: gate})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := plannerapi.New(plannerapi.Config{
+		Executor:     ex,
+		Models:       map[string]llm.Model{o.modelName: model},
+		Agent:        planexec.Agent{Name: "trip-planner", Instructions: "Plan business trips."},
+		Authenticate: func(*http.Request) (string, error) { return tenant, nil },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return srv, ex, nil
+}
+
+// openStore opens the store: Postgres when dsn is given, else the SQLite
+// file.
+func openStore(ctx context.Context, file, dsn string) (interface {
+	planexec.PlanStore
+	Close() error
+}, error) {
+	if dsn != "" {
+		return postgres.Open(ctx, dsn)
+	}
+	return sqlite.Open(ctx, file)
+}
+
+// upkeep tidies the store every tick until ctx ends.
+func upkeep(ctx context.Context, ex *planexec.Executor, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			tidy(ctx, ex)
+		}
+	}
+}
+
+// tidy resumes runs left interrupted (or running by an executor that died)
+// and prunes what finished more than 30 days ago.
+func tidy(ctx context.Context, ex *planexec.Executor) {
+	if got, err := ex.Recover(ctx, 0); err != nil || len(got) > 0 {
+		log.Printf("recovered %d runs (%v)", len(got), err)
+	}
+	if _, err := ex.Prune(ctx, tenant, 0); err != nil && ctx.Err() == nil {
+		log.Printf("prune: %v", err)
+	}
+}
+
+// newProviderModel builds a provider's model. It is nil unless the command
+// was built with -tags providers (providers.go).
+var newProviderModel func(provider, name string) (llm.Model, error)
+
+// errNeedsProviders asks main to build the command again with the provider
+// adapters and hand over to it.
+var errNeedsProviders = errors.New("the provider adapters are not compiled in")
+
+// chooseModel returns the model named by spec ("openai:MODEL",
+// "anthropic:MODEL"), or the scripted one when spec is empty or the
+// provider's key is not set, and logs which it is.
+func chooseModel(spec string) (llm.Model, error) {
+	provider, name, _ := strings.Cut(spec, ":")
+	key := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[provider]
+	switch {
+	case spec == "":
+		log.Print("model: scripted (no provider configured; no key, no network)")
+	case key == "" || name == "":
+		return nil, fmt.Errorf("-model %q: want openai:MODEL or anthropic:MODEL", spec)
+	case os.Getenv(key) == "":
+		log.Printf("model: scripted (%s is not set, so -model %s is not used)", key, spec)
+	case newProviderModel == nil:
+		return nil, errNeedsProviders
+	default:
+		log.Printf("model: %s via %s", name, map[string]string{"openai": "the OpenAI-compatible API", "anthropic": "the Anthropic API"}[provider])
+		return newProviderModel(provider, name)
+	}
+	return scriptedModel(), nil
+}
+
+// withProviders builds this command again with the provider adapters and
+// runs it with the same arguments and standard streams until it exits; a
+// signal that ends ctx is passed on to it.
+func withProviders(ctx context.Context) error {
+	_, self, _, _ := runtime.Caller(0)
+	tmp, err := os.MkdirTemp("", "planexec-server-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "server")
+	log.Print("building with the provider adapters (go build -tags providers); the first build takes a while")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "providers", "-o", bin, ".")
+	build.Dir = filepath.Dir(self)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building with the provider adapters: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, bin, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	if err := cmd.Run(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
