@@ -1,6 +1,7 @@
 package planexec
 
 import (
+	"encoding/json"
 	"slices"
 	"strconv"
 	"sync"
@@ -88,6 +89,10 @@ type Event struct {
 	// Detail is a short explanation (why a step escalated, how it failed).
 	// It never contains argument values.
 	Detail string `json:"detail,omitempty"`
+	// Outcome is what the step returned, for STEP_EXECUTED of a step that
+	// ran now: for observers and Run.Events (a server showing progress),
+	// never in an event's JSON form or a stored history.
+	Outcome json.RawMessage `json:"-"`
 }
 
 // appendEvent appends e's JSON form, as encoding/json writes it without

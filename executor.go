@@ -867,7 +867,7 @@ func (r *Run) runStep(x *execution, i int, rn *renewer, out *stepDone) (StepResu
 	res.Status, res.Outcome = StepDone, outcome
 	// The tool returned: its events go into the history with the write that
 	// records it, and a failure to record it follows them.
-	ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Duration: elapsed, Approver: res.ApprovedBy, Grant: res.Grant})
+	ev(Event{Kind: EventStepExecuted, StepID: id, Tool: tool, Duration: elapsed, Approver: res.ApprovedBy, Grant: res.Grant, Outcome: outcome})
 	if clr.grant != nil && clr.grant.Level == LevelActAndReport {
 		ev(Event{Kind: EventAutonomyReported, StepID: id, Tool: tool, Grant: clr.grant.ID, Level: clr.grant.Level})
 	}
@@ -1137,7 +1137,11 @@ func (r *Run) call(x *execution, s *vstep, epoch int64, rn *renewer) (outcome js
 	d, v := &r.d, x.v
 	tctx, cancel := context.WithCancelCause(x.ctx)
 	defer cancel(nil)
-	if t := r.ex.cfg.StepTimeout; t > 0 {
+	t := r.ex.cfg.StepTimeout
+	if r.stepTimeout > 0 {
+		t = r.stepTimeout
+	}
+	if t > 0 {
 		var stop context.CancelFunc
 		tctx, stop = context.WithTimeoutCause(tctx, t, ErrStepTimeout)
 		defer stop()

@@ -445,6 +445,7 @@ func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest) (Plan,
 		if perr == nil {
 			r.mu.Lock()
 			r.planned = planRef{planID, attempt}
+			r.current = &plan
 			r.mu.Unlock()
 			detail := fmt.Sprintf("%d steps", len(plan.Steps))
 			switch {

@@ -37,6 +37,9 @@ type Run struct {
 	mu      sync.Mutex
 	usage   llm.Usage
 	planned planRef // the last plan Plan accepted
+	current *Plan   // the plan last planned or run, for Current
+
+	stepTimeout time.Duration // WithStepTimeout; 0 takes Config.StepTimeout
 
 	// The history's writes, one at a time so it is stored in order.
 	flushMu sync.Mutex
@@ -64,6 +67,34 @@ func WithObserver(o Observer) RunOption {
 			r.rec.observers = append(r.rec.observers, o)
 		}
 	}
+}
+
+// WithStepTimeout bounds each tool's call in this run, in place of
+// Config.StepTimeout.
+func WithStepTimeout(d time.Duration) RunOption {
+	return func(r *Run) { r.stepTimeout = d }
+}
+
+// Current is the plan the run last planned or ran: in a run of rounds, the
+// current round's. An observer may read it when PLANNED or PLAN_RESUMED
+// says a plan is there (its goal, its steps' intents). ok is false before
+// any plan.
+func (r *Run) Current() (Plan, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.current == nil {
+		return Plan{}, false
+	}
+	p := *r.current
+	p.Steps = slices.Clone(p.Steps)
+	return p, true
+}
+
+// setCurrent records plan as the run's current one.
+func (r *Run) setCurrent(plan *Plan) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.current = plan
 }
 
 // WithTools gives the run tools of its own beside the executor's: tools
@@ -237,6 +268,7 @@ func (r *Run) execute(ctx context.Context, plan Plan, st *roundsState) (*Result,
 		return nil, perr
 	}
 	v.rounds = st
+	r.setCurrent(&v.plan)
 	r.mu.Lock()
 	fromPlan := r.planned == planRef{plan.ID, plan.Revision}
 	r.mu.Unlock()
@@ -308,6 +340,7 @@ func (r *Run) resumeRun(ctx context.Context, rec *store.PlanRecord, plan Plan, s
 		v.doc = rec.Plan // what the plan decoded from: saved again as it is
 	}
 	v.rounds = st
+	r.setCurrent(&v.plan)
 	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(plan.Steps))})
 	return r.run(ctx, v, rec.Steps)

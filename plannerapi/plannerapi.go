@@ -56,8 +56,8 @@
 // A body past Config.MaxBodyBytes is 413; more planner runs at once than
 // Config.MaxRuns, 429. A run takes at most the executor's MaxRounds rounds
 // (15 by default) and answers from the work done at the bound; a tool that
-// fails twice in a session is not offered again; set the executor's
-// StepTimeout to bound each tool's reply. A client that disconnects stops
+// fails twice in a session is not offered again; each tool's reply is
+// bounded by Config.ToolTimeout (60 seconds by default). A client that disconnects stops
 // its run at the next step boundary, with everything finished on record:
 // the same session id resumes it.
 package plannerapi
@@ -105,6 +105,9 @@ type Config struct {
 	SessionTTL time.Duration
 	// MaxAgents bounds a request's "agents" list. Default: 16.
 	MaxAgents int
+	// ToolTimeout bounds each of a run's tool calls (a step past it fails,
+	// and shows as timeout). Default: 60 seconds.
+	ToolTimeout time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
@@ -144,6 +147,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxAgents <= 0 {
 		cfg.MaxAgents = 16
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = time.Minute
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -152,6 +153,17 @@ func TestAStreamingPlannerRunReadByTheOfficialClient(t *testing.T) {
 	s1, _ := tasks["s1"].(map[string]any)
 	if merged["type"] != "plan_state" || merged["plan_status"] != "completed" || p0["status"] != "completed" || s1["status"] != "completed" || s1["tool"] != "search_flights" {
 		t.Errorf("merged plan_state %v", merged)
+	}
+	// The round shows the planner's goal, and the step what it found.
+	if p0["reasoning"] != "find a flight" || s1["summary"] != `["BA117","VS3"]` {
+		t.Errorf("phase 0 %v", p0)
+	}
+	pending := false
+	for _, s := range states {
+		pending = pending || strings.Contains(fmt.Sprint(s), "pending")
+	}
+	if !pending {
+		t.Error("no task was shown pending before it ran")
 	}
 }
 

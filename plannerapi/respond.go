@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -35,6 +36,8 @@ type responder struct {
 	id      string
 	created int64
 	model   string
+
+	run *planexec.Run // the run whose progress it shows; set before the run starts
 
 	mu      sync.Mutex
 	started bool // the stream's headers and first chunk are out
@@ -174,10 +177,39 @@ func (o *responder) progress(e planexec.Event) {
 	switch e.Kind {
 	case planexec.EventRoundStarted:
 		o.state(phaseStatus("in_progress"))
+	case planexec.EventPlanned, planexec.EventPlanResumed:
+		if o.run == nil {
+			return
+		}
+		plan, ok := o.run.Current()
+		if !ok || len(plan.Steps) == 0 {
+			return
+		}
+		tasks := map[string]any{}
+		for _, st := range plan.Steps {
+			t := map[string]any{"tool": st.Tool}
+			if e.Kind == planexec.EventPlanned {
+				t["status"] = "pending"
+			}
+			if st.Intent != "" {
+				t["intent"] = bounded(st.Intent, maxShown)
+			}
+			tasks[st.ID] = t
+		}
+		p := map[string]any{"tasks": tasks}
+		if plan.Goal != "" {
+			p["reasoning"] = bounded(plan.Goal, maxShown)
+		}
+		o.state(map[string]any{"plan_status": planInProgress, "phases": map[string]any{phase: p}})
+	case planexec.EventStepExecuted:
+		u := task("completed")
+		if len(e.Outcome) > 0 {
+			t := u["phases"].(map[string]any)[phase].(map[string]any)["tasks"].(map[string]any)[e.StepID].(map[string]any)
+			t["summary"] = bounded(string(e.Outcome), maxShown)
+		}
+		o.state(u)
 	case planexec.EventStepStarted:
 		o.state(task("running"))
-	case planexec.EventStepExecuted:
-		o.state(task("completed"))
 	case planexec.EventStepFailed:
 		status := "failed"
 		if strings.HasSuffix(e.Detail, "timed out") { // a step past the executor's StepTimeout
@@ -197,6 +229,21 @@ func (o *responder) progress(e planexec.Event) {
 	case planexec.EventAnswered:
 		o.state(map[string]any{"plan_status": planCompleted})
 	}
+}
+
+// maxShown bounds what a task or phase shows of the planner's words or a
+// step's outcome.
+const maxShown = 280
+
+// bounded is s cut to at most n bytes on a rune boundary, marked when cut.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // answer ends the response with content (and tool calls), the finish

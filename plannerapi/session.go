@@ -73,12 +73,13 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 		}
 	}
 	out := newResponder(w, req, s.cfg.Now())
-	opts := []planexec.RunOption{planexec.WithTools(clientTools...)}
+	opts := []planexec.RunOption{planexec.WithTools(clientTools...), planexec.WithStepTimeout(s.cfg.ToolTimeout)}
 	if req.Stream {
 		opts = append(opts, planexec.WithObserver(out.progress))
 	}
 	d.RunID = runID(session, gen)
 	run, err := s.cfg.Executor.Run(d, opts...)
+	out.run = run
 	var cerr *planexec.ConfigurationError
 	switch {
 	case errors.As(err, &cerr):

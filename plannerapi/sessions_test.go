@@ -380,3 +380,65 @@ func TestAPlannerRunTakesTheTemperatureAndRefusesWhatItSetsItself(t *testing.T) 
 		}
 	}
 }
+
+func TestAgentsNameToolGroupsAndAreBounded(t *testing.T) {
+	d := newDesk(t, memory.New())
+	model := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		if strings.Contains(req.Messages[0].Content, "Round 1 ran") {
+			return scripted.Reply{Content: `{"goal":"","steps":[],"answer":"Done.","question":null}`}
+		}
+		return scripted.Reply{Content: bookRound}
+	})
+	srv, err := plannerapi.New(plannerapi.Config{Executor: d.ex, Models: map[string]llm.Model{"planexec": model},
+		Agents: map[string][]string{"bookings": {"book_flight"}}, MaxAgents: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	// Without the group, booking is not a tool the run may use: the plan
+	// is refused (422) and nothing is booked.
+	if r := post(t, hs, "", "s1", ask1, ""); r.status != http.StatusUnprocessableEntity || d.bookings.Load() != 0 {
+		t.Errorf("without the agent: %d, booked %d", r.status, d.bookings.Load())
+	}
+	if r := post(t, hs, "", "s2", ask1, `,"agents":["bookings"]`); r.status != 200 || r.Metadata.PlanStatus != "card_interaction_requested" {
+		t.Errorf("with the agent: %+v", r)
+	}
+	if r := post(t, hs, "", "s3", ask1, `,"agents":["mystery"]`); r.status != 400 || r.Error.Param == nil || *r.Error.Param != "agents" {
+		t.Errorf("an unknown agent: %+v", r)
+	}
+	if r := post(t, hs, "", "s4", ask1, `,"agents":["bookings","bookings","bookings"]`); r.status != 400 {
+		t.Errorf("past the cap: %d", r.status)
+	}
+}
+
+func TestMoreRunsThanTheServerTakesAre429(t *testing.T) {
+	d := newDesk(t, memory.New())
+	d.hold = make(chan struct{})
+	model := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		if strings.Contains(req.Messages[0].Content, "Round 1 ran") {
+			return scripted.Reply{Content: `{"goal":"","steps":[],"answer":"Done.","question":null}`}
+		}
+		return scripted.Reply{Content: searchRound}
+	})
+	srv, err := plannerapi.New(plannerapi.Config{Executor: d.ex, Models: map[string]llm.Model{"planexec": model}, MaxRuns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	first := make(chan reply, 1)
+	go func() { first <- post(t, hs, "", "s1", ask1, "") }()
+	for wait := time.Now().Add(5 * time.Second); d.searches.Load() < 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatal("the first run did not start")
+		}
+	}
+	if r := post(t, hs, "", "s2", ask1, ""); r.status != http.StatusTooManyRequests {
+		t.Errorf("a second run at once: %d, want 429", r.status)
+	}
+	close(d.hold)
+	if r := <-first; r.status != 200 {
+		t.Errorf("the first run: %+v", r)
+	}
+}
