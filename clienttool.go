@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/planexec/planexec/internal/canonjson"
+	"github.com/planexec/planexec/internal/jsonptr"
 	"github.com/planexec/planexec/internal/strictjson"
 	"github.com/planexec/planexec/store"
 )
@@ -80,6 +81,9 @@ func newSchemaContract(tool string, schema json.RawMessage, opts ...ContractOpti
 		if _, ok := props[k]; !ok {
 			return refuse(fmt.Sprintf("key argument %q is not a property of its schema", k))
 		}
+	}
+	if n := schemaCost(obj, obj, map[string]int{}, map[string]bool{}); n > maxSchemaCost {
+		return refuse(fmt.Sprintf("its schema is too costly to check: its references unfold to more than %d subschemas", maxSchemaCost))
 	}
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
@@ -213,8 +217,9 @@ func (r *Run) handBack(x *execution, s *vstep) error {
 // SubmitResult records what the caller's tool returned for a call handed
 // back (a *ToolCallPendingError): outcome, one JSON document, becomes the
 // step's outcome, and the next Resume (or Do) goes on with it, handing back
-// again only the calls still without a result. A call the stored run does
-// not await (another run's, never handed back, or whose result is in) is
+// again only the calls still without a result. The same result given again
+// is taken (a retried request). A call the stored run does not await
+// (another run's, never handed back, or with another result in) is
 // ErrNotPending; an outcome that is not JSON is ErrInvalidDecision. Nothing
 // is recorded then.
 func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMessage) error {
@@ -240,11 +245,14 @@ func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMes
 		return notPending("the run awaits no such call")
 	}
 	w := rec.Waiting[i]
-	if s, ok := rec.Steps[w.StepID]; ok && s.PlanID == rec.PlanID && s.Status == StepDone {
-		return notPending("its result is in")
-	}
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, outcome) // checked above
+	if s, ok := rec.Steps[w.StepID]; ok && s.PlanID == rec.PlanID && s.Status == StepDone {
+		if bytes.Equal(s.Outcome, compact.Bytes()) {
+			return nil // the same result again (a retried request): it stands
+		}
+		return notPending("another result is in")
+	}
 	st := store.StepRecord{StepID: w.StepID, PlanID: rec.PlanID, Tool: w.Tool, Status: StepDone, Outcome: compact.Bytes(),
 		Key: "sha256:" + strings.TrimPrefix(call, callPrefix), Finished: r.ex.cfg.Now()}
 	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
@@ -252,4 +260,66 @@ func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMes
 	}
 	r.rec.emit(&Event{Kind: EventToolResultSubmitted, RunID: d.RunID, Tenant: d.Tenant, PlanID: rec.PlanID, StepID: w.StepID, Tool: w.Tool, Call: call})
 	return r.flush(context.WithoutCancel(ctx))
+}
+
+// maxSchemaCost bounds the subschemas a client's schema unfolds to, its
+// references followed: what one check of arguments may visit. A schema
+// whose definitions refer to each other twice over unfolds exponentially
+// (each level doubling the work) while staying small on the wire.
+const maxSchemaCost = 10_000
+
+// schemaCost counts the subschemas node unfolds to, following "$ref"s
+// within root (a reference into itself, through a cycle, counts once: its
+// depth is bounded by the arguments'), saturating past maxSchemaCost.
+func schemaCost(root, node any, memo map[string]int, visiting map[string]bool) int {
+	switch n := node.(type) {
+	case []any:
+		total := 0
+		for _, x := range n {
+			total = min(total+schemaCost(root, x, memo, visiting), maxSchemaCost+1)
+		}
+		return total
+	case map[string]any:
+		total := 1
+		for k, v := range n {
+			switch k {
+			case "$defs", "definitions", "const", "enum", "examples", "default":
+				continue // data, or definitions counted where they are referred to
+			case "$ref", "$dynamicRef":
+				ref, _ := v.(string)
+				total = min(total+refCost(root, ref, memo, visiting), maxSchemaCost+1)
+			default:
+				total = min(total+schemaCost(root, v, memo, visiting), maxSchemaCost+1)
+			}
+		}
+		return total
+	}
+	return 0
+}
+
+// refCost is what following ref, a reference within root, costs.
+func refCost(root any, ref string, memo map[string]int, visiting map[string]bool) int {
+	if c, ok := memo[ref]; ok {
+		return c
+	}
+	if visiting[ref] || !strings.HasPrefix(ref, "#") {
+		return 1
+	}
+	tokens, err := jsonptr.Parse(strings.TrimPrefix(ref, "#"))
+	if err != nil {
+		return 1
+	}
+	target := root
+	for _, t := range tokens {
+		m, ok := target.(map[string]any)
+		if !ok {
+			return 1
+		}
+		target = m[t]
+	}
+	visiting[ref] = true
+	c := schemaCost(root, target, memo, visiting)
+	delete(visiting, ref)
+	memo[ref] = c
+	return c
 }

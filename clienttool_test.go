@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/memory"
@@ -82,8 +84,11 @@ func TestAStepOfTheCallersToolIsHandedBackAndItsResultGoesOn(t *testing.T) {
 	if err := again.SubmitResult(ctx, call.ID, json.RawMessage(`{"confirmed": true}`)); err != nil {
 		t.Fatalf("SubmitResult: %v", err)
 	}
+	if err := again.SubmitResult(ctx, call.ID, json.RawMessage(`{"confirmed": true}`)); err != nil {
+		t.Errorf("the same result again (a retried request): %v", err)
+	}
 	if err := again.SubmitResult(ctx, call.ID, json.RawMessage(`{"confirmed": false}`)); !errors.Is(err, planexec.ErrNotPending) {
-		t.Errorf("a second result: %v, want ErrNotPending", err)
+		t.Errorf("another result: %v, want ErrNotPending", err)
 	}
 	res, err = again.Resume(ctx)
 	if err != nil {
@@ -191,5 +196,31 @@ func TestARunOfRoundsWaitsForTheCallersResultAndTellsThePlanner(t *testing.T) {
 	}
 	if o := p.requests()[1].History[0].Observations[0]; o.Tool != "confirm_with_traveller" || string(o.Outcome) != `"yes"` {
 		t.Errorf("round 2 was told %+v", o)
+	}
+}
+
+func TestASchemaThatUnfoldsExponentiallyIsRefused(t *testing.T) {
+	defs := map[string]any{}
+	const levels = 30
+	for i := range levels {
+		next := fmt.Sprintf("#/$defs/a%d", i+1)
+		defs[fmt.Sprintf("a%d", i)] = map[string]any{"allOf": []any{map[string]any{"$ref": next}, map[string]any{"$ref": next}}}
+	}
+	defs[fmt.Sprintf("a%d", levels)] = map[string]any{"type": "string"}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "$defs": defs, "properties": map[string]any{"x": map[string]any{"$ref": "#/$defs/a0"}}})
+	start := time.Now()
+	_, err := planexec.NewClientTool("t", "", schema)
+	var cerr *planexec.ConfigurationError
+	if !errors.As(err, &cerr) || !strings.Contains(err.Error(), "too costly") {
+		t.Fatalf("NewClientTool: %v, want the schema refused as too costly", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("refusing it took %v", took)
+	}
+	// A recursive schema (a tree of any depth) is fine.
+	tree := `{"type":"object","$defs":{"node":{"type":"object","properties":{"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},` +
+		`"properties":{"root":{"$ref":"#/$defs/node"}}}`
+	if _, err := planexec.NewClientTool("t", "", json.RawMessage(tree)); err != nil {
+		t.Errorf("a recursive schema: %v", err)
 	}
 }

@@ -16,7 +16,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, req *chatReque
 		badRequest("tools", "Tools are served in planner mode: set \"planner_mode\": true.").write(w)
 		return
 	}
-	lr := &llm.Request{}
+	lr := &llm.Request{Temperature: req.Temperature}
 	if req.MaxCompletionTokens != nil {
 		lr.MaxTokens = int(*req.MaxCompletionTokens)
 	} else if req.MaxTokens != nil {

@@ -68,6 +68,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -277,10 +278,21 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	session := r.Header.Get("X-Session-Id")
-	if session == "" {
+	switch {
+	case session == "":
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "x-session-id", "missing_session",
 			"Planner mode requires an x-session-id header: one value per job, the same on every request that continues it.")
 		return
+	case len(session) > maxSessionID || strings.Contains(session, generationMark):
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "x-session-id", "invalid_session",
+			fmt.Sprintf("A session id is at most %d bytes and holds no %q.", maxSessionID, generationMark))
+		return
+	}
+	for i, t := range req.Tools {
+		if !toolName.MatchString(t.Function.Name) {
+			badRequest(fmt.Sprintf("tools[%d].function.name", i), "A tool's name is 1 to 64 letters, digits, underscores or dashes.").write(w)
+			return
+		}
 	}
 	select {
 	case s.runs <- struct{}{}:
@@ -308,6 +320,16 @@ func badRequest(param, message string) *problem {
 	return &problem{status: http.StatusBadRequest, param: param, message: message}
 }
 
+// maxSessionID bounds a session id; generationMark separates a session id
+// from the generation of its run, so no session id holds it.
+const (
+	maxSessionID   = 256
+	generationMark = "~"
+)
+
+// toolName is what OpenAI allows a function's name to be.
+var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
 // inFlight says a session is being continued by another request or
 // replica.
 const inFlight = "The session is being continued elsewhere (another request, or a replica resuming it); try again in a moment."
@@ -318,6 +340,8 @@ func errorStatus(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// The client went away: nothing to answer.
+	case errors.Is(err, errTimedOut):
+		writeError(w, http.StatusGatewayTimeout, "server_error", "", "timeout", "The run ran out of time; the session resumes where it stopped.")
 	case errors.As(err, &perr):
 		writeError(w, http.StatusUnprocessableEntity, "invalid_request_error", "", "plan_refused", perr.Error())
 	case errors.Is(err, planexec.ErrInFlight), errors.Is(err, planexec.ErrRunBusy):

@@ -33,6 +33,18 @@ type chatRequest struct {
 	User                string          `json:"user"`
 	Metadata            json.RawMessage `json:"metadata"`
 	Store               *bool           `json:"store"`
+	// OpenAI's parameters this server takes and leaves to the model's
+	// provider defaults.
+	Logprobs        *bool           `json:"logprobs"`
+	TopLogprobs     *int            `json:"top_logprobs"`
+	LogitBias       json.RawMessage `json:"logit_bias"`
+	ServiceTier     string          `json:"service_tier"`
+	ReasoningEffort string          `json:"reasoning_effort"`
+	Verbosity       string          `json:"verbosity"`
+	Modalities      json.RawMessage `json:"modalities"`
+	Prediction      json.RawMessage `json:"prediction"`
+	SafetyID        string          `json:"safety_identifier"`
+	PromptCacheKey  string          `json:"prompt_cache_key"`
 
 	// Planner mode's own.
 	PlannerMode bool       `json:"planner_mode"`

@@ -63,7 +63,9 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 	}
 	fresh := !found
 	if found {
-		over := info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed
+		// A finished session starts over on a new turn of the conversation;
+		// a request that repeats the last one (a retry) gets its answer.
+		over := (info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed) && newTurn(req.Messages)
 		expired := paused(info.Status) && s.cfg.Now().Sub(info.Updated) > s.cfg.SessionTTL
 		if over || expired {
 			gen, fresh = gen+1, true
@@ -107,12 +109,15 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 				return
 			}
 		case planexec.RunAwaitingApproval:
-			if p := decide(ctx, run, req.Decisions); p != nil {
+			if p := decide(ctx, run, caller, req.Decisions); p != nil {
 				p.write(w)
 				return
 			}
 		case planexec.RunAwaitingReply:
-			if text, ok := lastUser(req.Messages); ok {
+			// The reply is a new user turn after the question; a request
+			// that repeats the one before gets the question again.
+			if newTurn(req.Messages) {
+				text, _ := lastUser(req.Messages)
 				res, err = run.Reply(ctx, planner, text)
 				replied = true
 			}
@@ -121,8 +126,16 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 	if !replied {
 		res, err = run.Do(ctx, planner, task(req.Messages))
 	}
+	if (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil {
+		// Not the client going away: a model call or a store that ran out
+		// of time.
+		err = errTimedOut
+	}
 	s.finish(out, run, res, err)
 }
+
+// errTimedOut is a run cut short by a deadline while its client waited.
+var errTimedOut = errors.New("plannerapi: the run ran out of time")
 
 // runID is the id of the run of generation gen of session: the session id
 // itself first, then "<session>~<gen>".
@@ -130,30 +143,69 @@ func runID(session string, gen int) string {
 	if gen <= 1 {
 		return session
 	}
-	return fmt.Sprintf("%s~%d", session, gen)
+	return fmt.Sprintf("%s%s%d", session, generationMark, gen)
 }
 
 // generation finds the session's latest run: its generation and where it
 // stands; found is false for a session with no run yet (generation 1).
+// Generations are made one after another, so it probes 1, 2, 4, … and then
+// halves the gap: a few loads whatever the number of generations.
 func (s *Server) generation(ctx context.Context, d planexec.Delegation, session string) (gen int, info planexec.RunInfo, found bool, err error) {
-	for gen = 1; ; gen++ {
-		d.RunID = runID(session, gen)
+	probe := func(g int) (planexec.RunInfo, bool, error) {
+		d.RunID = runID(session, g)
 		run, err := s.cfg.Executor.Run(d)
+		if err != nil {
+			return planexec.RunInfo{}, false, err
+		}
+		info, err := run.Info(ctx)
+		if errors.Is(err, planexec.ErrNoRecord) {
+			return planexec.RunInfo{}, false, nil
+		}
+		return info, err == nil, err
+	}
+	info, found, err = probe(1)
+	if err != nil || !found {
+		return 1, planexec.RunInfo{}, false, err
+	}
+	lo, hi := 1, 2 // lo exists; hi is the first probe past it
+	for {
+		next, ok, err := probe(hi)
 		if err != nil {
 			return 0, planexec.RunInfo{}, false, err
 		}
-		next, err := run.Info(ctx)
-		switch {
-		case errors.Is(err, planexec.ErrNoRecord):
-			if gen == 1 {
-				return 1, planexec.RunInfo{}, false, nil
-			}
-			return gen - 1, info, true, nil
-		case err != nil:
+		if !ok {
+			break
+		}
+		lo, info, hi = hi, next, hi*2
+	}
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		next, ok, err := probe(mid)
+		if err != nil {
 			return 0, planexec.RunInfo{}, false, err
 		}
-		info = next
+		if ok {
+			lo, info = mid, next
+		} else {
+			hi = mid
+		}
 	}
+	return lo, info, true, nil
+}
+
+// newTurn reports whether the conversation goes on past the session's last
+// answer: its last message is the user's, after an assistant message. A
+// request that repeats the one before (a retry) does not.
+func newTurn(msgs []chatMessage) bool {
+	if len(msgs) == 0 || msgs[len(msgs)-1].Role != "user" {
+		return false
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
 }
 
 // paused reports whether a session waits on its client.
@@ -264,12 +316,18 @@ func submitResults(ctx context.Context, run *planexec.Run, msgs []chatMessage) *
 }
 
 // decide records the client's decisions on the approvals the run waits on.
-func decide(ctx context.Context, run *planexec.Run, decisions []decision) *problem {
+func decide(ctx context.Context, run *planexec.Run, caller string, decisions []decision) *problem {
 	if len(decisions) == 0 {
 		return badRequest("decisions", "The session waits for approvals: send a decision for each request in \"decisions\".")
 	}
 	for i, d := range decisions {
-		dec := planexec.Decision{RequestID: d.Request, Status: planexec.Denied, Approver: d.By, Why: d.Reason}
+		// The approver is the authenticated caller; who they say decided
+		// rides along.
+		approver := caller
+		if d.By != "" && d.By != caller {
+			approver = caller + " (for " + d.By + ")"
+		}
+		dec := planexec.Decision{RequestID: d.Request, Status: planexec.Denied, Approver: approver, Why: d.Reason}
 		if d.Approved {
 			dec.Status = planexec.Approved
 		}

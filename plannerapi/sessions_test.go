@@ -442,3 +442,118 @@ func TestMoreRunsThanTheServerTakesAre429(t *testing.T) {
 		t.Errorf("the first run: %+v", r)
 	}
 }
+
+func TestARetriedRequestGetsTheSameAnswerAndANewTurnStartsOver(t *testing.T) {
+	d := newDesk(t, memory.New())
+	hs := d.serve(t, searchRound)
+	first := post(t, hs, "alice", "s1", ask1, "")
+	again := post(t, hs, "alice", "s1", ask1, "")
+	if first.status != 200 || again.status != 200 || *again.Choices[0].Message.Content != "Done." || d.searches.Load() != 1 {
+		t.Fatalf("a retry: %+v; searched %d, want once", again, d.searches.Load())
+	}
+	// The conversation goes on: a new run of the session, which searches.
+	for turn := 2; turn <= 6; turn++ {
+		next := post(t, hs, "alice", "s1", `[{"role":"user","content":"book BA117"},{"role":"assistant","content":"Done."},{"role":"user","content":"again"}]`, "")
+		if next.status != 200 || int(d.searches.Load()) != turn {
+			t.Fatalf("turn %d: %+v, searched %d", turn, next, d.searches.Load())
+		}
+	}
+}
+
+func TestARetryWhileAQuestionWaitsAsksItAgain(t *testing.T) {
+	d := newDesk(t, memory.New())
+	hs := d.serve(t, askRound, searchRound)
+	post(t, hs, "alice", "s1", ask1, "")
+	again := post(t, hs, "alice", "s1", ask1, "")
+	if again.Metadata.PlanStatus != "clarification_requested" || *again.Choices[0].Message.Content != "Which day?" || d.searches.Load() != 0 {
+		t.Errorf("a retry while the question waits: %+v", again)
+	}
+}
+
+func TestAResultSentAgainAfterAFailedResumeIsTaken(t *testing.T) {
+	d := newDesk(t, memory.New())
+	hs := d.serve(t, clientRound)
+	first := post(t, hs, "alice", "s1", ask1, `,"tools":`+confirmTools)
+	call := first.Choices[0].Message.ToolCalls[0].ID
+	withResult := `[{"role":"user","content":"book BA117"},{"role":"tool","tool_call_id":"` + call + `","content":"yes"}]`
+	// Without its tools the resume fails after the result is recorded.
+	if r := post(t, hs, "alice", "s1", withResult, ""); r.status == 200 {
+		t.Fatalf("resumed without the client's tools: %+v", r)
+	}
+	if r := post(t, hs, "alice", "s1", withResult, `,"tools":`+confirmTools); r.status != 200 || *r.Choices[0].Message.Content != "Done." {
+		t.Errorf("the same result again, with the tools: %+v", r)
+	}
+}
+
+func TestSessionIdsAndToolNamesAreBounded(t *testing.T) {
+	d := newDesk(t, memory.New())
+	hs := d.serve(t, searchRound)
+	for _, id := range []string{"job~2", strings.Repeat("x", 257)} {
+		if r := post(t, hs, "alice", id, ask1, ""); r.status != 400 || r.Error.Param == nil || *r.Error.Param != "x-session-id" {
+			t.Errorf("session %.20q: %+v", id, r)
+		}
+	}
+	bad := `,"tools":[{"type":"function","function":{"name":"no spaces","parameters":{"type":"object"}}}]`
+	if r := post(t, hs, "alice", "s1", ask1, bad); r.status != 400 {
+		t.Errorf("a tool name OpenAI refuses: %d", r.status)
+	}
+}
+
+// slow is a model that never answers before its context is done.
+type slow struct{}
+
+func (slow) Generate(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestARunThatRunsOutOfTimeIs504(t *testing.T) {
+	d := newDesk(t, memory.New())
+	timed := llmTimeout{slow{}, 20 * time.Millisecond}
+	srv, err := plannerapi.New(plannerapi.Config{Executor: d.ex, Models: map[string]llm.Model{"planexec": timed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	if r := post(t, hs, "", "s1", ask1, ""); r.status != http.StatusGatewayTimeout {
+		t.Errorf("a model past its deadline: %d, want 504", r.status)
+	}
+}
+
+// llmTimeout bounds each call of a model, as a provider adapter's timeout
+// does.
+type llmTimeout struct {
+	m llm.Model
+	d time.Duration
+}
+
+func (l llmTimeout) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.d)
+	defer cancel()
+	return l.m.Generate(ctx, req)
+}
+
+func TestAPlainCompletionTakesTheTemperature(t *testing.T) {
+	d := newDesk(t, memory.New())
+	var got *float64
+	model := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		got = req.Temperature
+		return scripted.Reply{Content: "Hello."}
+	})
+	srv, err := plannerapi.New(plannerapi.Config{Executor: d.ex, Models: map[string]llm.Model{"planexec": model}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	resp, err := http.Post(hs.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"planexec","temperature":0.7,"logprobs":false,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || got == nil || *got != 0.7 {
+		t.Errorf("status %d, temperature %v", resp.StatusCode, got)
+	}
+}
