@@ -48,100 +48,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/examples/internal/trip"
 	"github.com/planexec/planexec/llm"
-	"github.com/planexec/planexec/llm/scripted"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
-)
-
-// The tools' arguments: each contract is generated from one of these.
-
-type FlightSearch struct {
-	Origin      string `json:"origin" validate:"len=3" jsonschema_description:"IATA airport code"`
-	Destination string `json:"destination" validate:"len=3" jsonschema_description:"IATA airport code"`
-	Date        string `json:"date" jsonschema_description:"departure date, YYYY-MM-DD"`
-}
-
-type RoomHold struct {
-	Hotel    string          `json:"hotel"`
-	Nights   int             `json:"nights" validate:"min=1,max=30"`
-	Total    decimal.Decimal `json:"total" validate:"gt=0"`
-	Currency string          `json:"currency" validate:"len=3"`
-}
-
-type Booking struct {
-	Flight   string          `json:"flight"`
-	Seats    int             `json:"seats" validate:"min=1,max=9"`
-	Fare     decimal.Decimal `json:"fare" validate:"gt=0"`
-	Currency string          `json:"currency" validate:"len=3"`
-}
-
-type Itinerary struct {
-	To    string `json:"to" validate:"email"`
-	Trip  string `json:"trip"`
-	Notes string `json:"notes,omitempty"`
-}
-
-type Flight struct {
-	Flight string          `json:"flight"`
-	Fare   decimal.Decimal `json:"fare"`
-}
-
-// work stands for a remote call.
-func work(ctx context.Context, d time.Duration) error {
-	select {
-	case <-time.After(d):
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func tools() []*planexec.Tool {
-	return []*planexec.Tool{
-		planexec.MustTool("search_flights", "Find flights between two airports on a date.",
-			func(ctx context.Context, s FlightSearch) ([]Flight, error) {
-				return []Flight{{"BA117", decimal.RequireFromString("412.50")}, {"VS3", decimal.RequireFromString("455.00")}}, work(ctx, 300*time.Millisecond)
-			}),
-		planexec.MustTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
-			func(ctx context.Context, h RoomHold) (string, error) {
-				return "HOLD-" + strings.ToUpper(h.Hotel[:3]), work(ctx, 300*time.Millisecond)
-			}, planexec.KeyArguments("hotel")),
-		planexec.MustTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.",
-			func(ctx context.Context, b Booking) (string, error) {
-				key, _ := planexec.IdempotencyKey(ctx) // what a payment API would deduplicate on
-				// Preparing the request: interrupted here, nothing was sent,
-				// and saying so (ErrNotApplied) lets the step run again
-				// instead of leaving the booking in doubt.
-				if err := work(ctx, 200*time.Millisecond); err != nil {
-					return "", fmt.Errorf("booking not sent: %w: %w", err, planexec.ErrNotApplied)
-				}
-				return "PNR-" + b.Flight + "-" + key[len(key)-6:], nil // sent: the airline has it
-			}, planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
-		planexec.MustTool("send_itinerary", "Email the itinerary.",
-			func(ctx context.Context, it Itinerary) (string, error) {
-				return "sent to " + it.To, work(ctx, 100*time.Millisecond)
-			}),
-	}
-}
-
-// The scripted model's two answers: the first books "1" seat as a string,
-// which the contract refuses; the second is right. The booking reads the
-// flight and its fare from what the search returns ({"$from": step, "path":
-// JSON Pointer}), so nothing is guessed before the search has run.
-const (
-	firstPlan = `{"goal":"get them to New York","steps":[
- {"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK","date":"2026-12-14"}},
- {"id":"s2","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":"1","fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"}}]}`
-	secondPlan = `{"goal":"get them to New York","steps":[
- {"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK","date":"2026-12-14"},"intent":"find the fare before booking"},
- {"id":"s2","tool":"hold_room","arguments":{"hotel":"Hudson","nights":3,"total":540.00,"currency":"GBP"},"intent":"a room near the office"},
- {"id":"s3","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":1,"fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"},"intent":"book the cheapest flight found"},
- {"id":"s4","tool":"send_itinerary","arguments":{"to":"traveller@example.com","trip":"LHR-JFK 14 Dec, 3 nights"},"depends_on":["s2","s3"]}]}`
-	// Round 2: the model has seen what round 1 did, and answers.
-	answer    = `{"goal":"","steps":[],"question":null,"answer":"Booked BA117 (LHR-JFK, 14 Dec) at 412.50 GBP, held a room at the Hudson for 3 nights, and emailed the itinerary to traveller@example.com."}`
-	notBooked = `{"goal":"","steps":[],"question":null,"answer":"Not booked: the booking of BA117 at 412.50 GBP was not approved. A room at the Hudson is held for 3 nights."}`
 )
 
 // options are the command's flags.
@@ -227,24 +138,9 @@ func withProviders(ctx context.Context) int {
 	return 0
 }
 
-// scriptedModel stands in for a model, following the conversation as one
-// would: the first plan, the plan again once told why it was refused, and
-// the answer once told what round 1 did.
-func scriptedModel() llm.Model {
-	return scripted.Respond(func(req *llm.Request) scripted.Reply {
-		told := req.Messages[0].Content
-		switch {
-		case strings.Contains(told, "Round 1 ran") && strings.Contains(told, "did not approve"):
-			return scripted.Reply{Content: notBooked}
-		case strings.Contains(told, "Round 1 ran"):
-			return scripted.Reply{Content: answer}
-		case len(req.Messages) == 1:
-			return scripted.Reply{Content: firstPlan}
-		default:
-			return scripted.Reply{Content: secondPlan}
-		}
-	})
-}
+// scriptedModel stands in for a model: the trip's first plan (refused), the
+// plan again, and the answer once told what round 1 did.
+func scriptedModel() llm.Model { return trip.Model(true) }
 
 // openStore opens the store named by spec; memory when spec is empty.
 func openStore(ctx context.Context, spec string) (planexec.PlanStore, func(), error) {
@@ -301,7 +197,7 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	}
 	start := time.Now()
 	ex, err := planexec.NewExecutor(planexec.Config{
-		Tools:  tools(),
+		Tools:  trip.Tools(nil),
 		Store:  store,
 		Ladder: ladder,
 		Gate:   terminalGate(stdin, out, yes),

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/planexec/planexec/examples/internal/trip"
 )
 
 func TestTheTripIsReplannedRunsTogetherAndBooksOnceApproved(t *testing.T) {
@@ -149,9 +151,9 @@ func TestTheTripIsPlannedThroughAnOpenAICompatibleEndpoint(t *testing.T) {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		content, _ := json.Marshal(secondPlan)
+		content, _ := json.Marshal(trip.Plan)
 		if strings.Contains(string(body), "Round 1 ran") {
-			content, _ = json.Marshal(answer) // told what round 1 did, the model answers
+			content, _ = json.Marshal(trip.Booked) // told what round 1 did, the model answers
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("x-request-id", "req_trip")

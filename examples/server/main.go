@@ -48,127 +48,18 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/examples/internal/trip"
 	"github.com/planexec/planexec/llm"
-	"github.com/planexec/planexec/llm/scripted"
 	"github.com/planexec/planexec/plannerapi"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
 )
 
-// The tools' arguments, as in examples/planner.go: each contract is
-// generated from one of these.
-
-type FlightSearch struct {
-	Origin      string `json:"origin" validate:"len=3" jsonschema_description:"IATA airport code"`
-	Destination string `json:"destination" validate:"len=3" jsonschema_description:"IATA airport code"`
-	Date        string `json:"date" jsonschema_description:"departure date, YYYY-MM-DD"`
-}
-
-type RoomHold struct {
-	Hotel    string          `json:"hotel"`
-	Nights   int             `json:"nights" validate:"min=1,max=30"`
-	Total    decimal.Decimal `json:"total" validate:"gt=0"`
-	Currency string          `json:"currency" validate:"len=3"`
-}
-
-type Booking struct {
-	Flight   string          `json:"flight"`
-	Seats    int             `json:"seats" validate:"min=1,max=9"`
-	Fare     decimal.Decimal `json:"fare" validate:"gt=0"`
-	Currency string          `json:"currency" validate:"len=3"`
-}
-
-type Itinerary struct {
-	To    string `json:"to" validate:"email"`
-	Trip  string `json:"trip"`
-	Notes string `json:"notes,omitempty"`
-}
-
-type Flight struct {
-	Flight string          `json:"flight"`
-	Fare   decimal.Decimal `json:"fare"`
-}
-
-// work stands for a remote call.
-func work(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// tools are the trip's tools; book is what booking a flight does once the
-// step is cleared (the tests count its calls).
-func tools(book func(context.Context, Booking) (string, error)) []*planexec.Tool {
-	return []*planexec.Tool{
-		planexec.MustTool("search_flights", "Find flights between two airports on a date.",
-			func(ctx context.Context, s FlightSearch) ([]Flight, error) {
-				return []Flight{{"BA117", decimal.RequireFromString("412.50")}, {"VS3", decimal.RequireFromString("455.00")}}, work(ctx, 300*time.Millisecond)
-			}),
-		planexec.MustTool("hold_room", "Hold a hotel room; the hold lapses unless confirmed.",
-			func(ctx context.Context, h RoomHold) (string, error) {
-				return "HOLD-" + strings.ToUpper(h.Hotel[:min(3, len(h.Hotel))]), work(ctx, 300*time.Millisecond)
-			}, planexec.KeyArguments("hotel")),
-		planexec.MustTool("book_flight", "Book and pay for seats on a flight. Cannot be undone.", book,
-			planexec.Irreversible(), planexec.KeyArguments("flight", "seats")),
-		planexec.MustTool("send_itinerary", "Email the itinerary.",
-			func(ctx context.Context, it Itinerary) (string, error) {
-				return "sent to " + it.To, work(ctx, 100*time.Millisecond)
-			}),
-	}
-}
-
-// bookFlight books: it stands for a payment API called with the step's
-// idempotency key.
-func bookFlight(ctx context.Context, b Booking) (string, error) {
-	key, _ := planexec.IdempotencyKey(ctx)
-	if err := work(ctx, 200*time.Millisecond); err != nil {
-		// Interrupted before the request was sent: saying so lets the step
-		// run again instead of leaving the booking in doubt.
-		return "", fmt.Errorf("booking not sent: %w: %w", err, planexec.ErrNotApplied)
-	}
-	return "PNR-" + b.Flight + "-" + key[max(0, len(key)-6):], nil
-}
-
-// The scripted model's plan and answers. The booking reads the flight and
-// its fare from what the search returns, so it is cleared, and asked about,
-// once the search has run.
-const (
-	tripPlan = `{"goal":"get them to New York","steps":[
- {"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK","date":"2026-12-14"},"intent":"find the fare before booking"},
- {"id":"s2","tool":"hold_room","arguments":{"hotel":"Hudson","nights":3,"total":540.00,"currency":"GBP"},"intent":"a room near the office"},
- {"id":"s3","tool":"book_flight","arguments":{"flight":{"$from":"s1","path":"/0/flight"},"seats":1,"fare":{"$from":"s1","path":"/0/fare"},"currency":"GBP"},"intent":"book the cheapest flight found"},
- {"id":"s4","tool":"send_itinerary","arguments":{"to":"traveller@example.com","trip":"LHR-JFK 14 Dec, 3 nights"},"depends_on":["s2","s3"]}],"answer":null,"question":null}`
-	booked    = `{"goal":"","steps":[],"question":null,"answer":"Booked BA117 (LHR-JFK, 14 Dec) at 412.50 GBP, held a room at the Hudson for 3 nights, and emailed the itinerary to traveller@example.com."}`
-	notBooked = `{"goal":"","steps":[],"question":null,"answer":"Not booked: the booking of BA117 at 412.50 GBP was not approved. A room at the Hudson is held for 3 nights."}`
-)
-
-// scriptedModel stands in for a model, following the conversation as one
-// would: the trip's plan, then, once told what round 1 did, the answer. An
-// ordinary completion (no planner_mode) gets a line saying what it is.
-func scriptedModel() llm.Model {
-	return scripted.Respond(func(req *llm.Request) scripted.Reply {
-		if req.Output == nil {
-			return scripted.Reply{Content: "I am the scripted stand-in for a model. Send \"planner_mode\": true and an x-session-id header to plan a trip."}
-		}
-		told := req.Messages[0].Content
-		switch {
-		case strings.Contains(told, "Round 1 ran") && strings.Contains(told, "did not approve"):
-			return scripted.Reply{Content: notBooked}
-		case strings.Contains(told, "Round 1 ran"):
-			return scripted.Reply{Content: booked}
-		default:
-			return scripted.Reply{Content: tripPlan}
-		}
-	})
-}
+// scriptedModel stands in for a model: the trip's plan, then, once told
+// what round 1 did, the answer; an ordinary completion gets a line saying
+// what it is.
+func scriptedModel() llm.Model { return trip.Model(false) }
 
 // tenant is every caller: this example authenticates nobody. A service
 // names its callers in plannerapi.Config.Authenticate, and each tenant's
@@ -184,9 +75,9 @@ type options struct {
 	postgres  string // a PostgreSQL URL, instead of SQLite
 	model     string // "", "openai:MODEL" or "anthropic:MODEL"
 
-	book  func(context.Context, Booking) (string, error) // default: bookFlight
-	every time.Duration                                  // upkeep's period; default: a minute
-	grace time.Duration                                  // how long shutdown waits for runs under way; default: 10s
+	book  func(context.Context, trip.Booking) (string, error) // default: trip.Book
+	every time.Duration                                       // upkeep's period; default: a minute
+	grace time.Duration                                       // how long shutdown waits for runs under way; default: 10s
 }
 
 // withDefaults fills in what o leaves zero.
@@ -195,7 +86,7 @@ func (o options) withDefaults() options {
 		o.modelName = "planexec"
 	}
 	if o.book == nil {
-		o.book = bookFlight
+		o.book = trip.Book
 	}
 	if o.every <= 0 {
 		o.every = time.Minute
@@ -306,7 +197,7 @@ func newServer(st planexec.PlanStore, model llm.Model, o options) (http.Handler,
 			return req.Approve("server (-yes)"), nil
 		})
 	}
-	ex, err := planexec.NewExecutor(planexec.Config{Tools: tools(o.book), Store: st, Gate: gate})
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: trip.Tools(o.book), Store: st, Gate: gate})
 	if err != nil {
 		return nil, nil, err
 	}

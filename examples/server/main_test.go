@@ -23,6 +23,8 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store/sqlite"
+
+	"github.com/planexec/planexec/examples/internal/trip"
 )
 
 // server is the command serving on a random loopback port, as main runs
@@ -47,9 +49,9 @@ func start(t *testing.T, o options, db string) *server {
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	o.addr, o.db = "127.0.0.1:0", db
 	if o.book == nil {
-		o.book = func(ctx context.Context, b Booking) (string, error) {
+		o.book = func(ctx context.Context, b trip.Booking) (string, error) {
 			s.bookings.Add(1)
-			return bookFlight(ctx, b)
+			return trip.Book(ctx, b)
 		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
@@ -448,7 +450,7 @@ func TestShutdownInterruptsARunPastItsGraceAndTheNextStartFinishesIt(t *testing.
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the servers' cleanups
 	db := filepath.Join(t.TempDir(), "server.db")
 	var attempts, booked atomic.Int32
-	book := func(ctx context.Context, b Booking) (string, error) {
+	book := func(ctx context.Context, b trip.Booking) (string, error) {
 		if attempts.Add(1) == 1 {
 			<-ctx.Done() // the first attempt is under way when the server stops
 			return "", fmt.Errorf("booking not sent: %w: %w", ctx.Err(), planexec.ErrNotApplied)
@@ -504,9 +506,9 @@ func TestARealModelIsUsedWhenItsKeyIsSet(t *testing.T) {
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		content, _ := json.Marshal(tripPlan)
+		content, _ := json.Marshal(trip.Plan)
 		if strings.Contains(string(body), "Round 1 ran") {
-			content, _ = json.Marshal(booked)
+			content, _ = json.Marshal(trip.Booked)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764400000,"model":"trip-model",`+
