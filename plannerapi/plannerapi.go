@@ -22,10 +22,13 @@
 // store: any replica over the same database continues it, and one caller
 // can neither resume nor read another's. It is not conversation memory: the
 // conversation is the request's messages. A session whose run answered, or
-// failed, starts over on the next request, as a new run ("<session>~2",
-// "~3", …), so nothing of the last one is replayed in it; one paused for
-// longer than Config.SessionTTL starts over too, and says so (the
-// response's X-Session-Status header is "restarted").
+// failed, starts over when the conversation takes a new turn (its last
+// message a user's, after an assistant's), as a new run ("<session>~2",
+// "~3", …), so nothing of the last one is replayed in it; a request that
+// repeats the last one (a retry) gets the same answer or question. A
+// session paused for longer than Config.SessionTTL starts over too, and
+// says so (the response's X-Session-Status header is "restarted"). A
+// session id is at most 256 bytes and holds no "~".
 //
 // # Handing control back
 //
@@ -39,7 +42,9 @@
 //     payment_requested when an autonomy class over an amount escalated it):
 //     the requests are in the response's metadata ("approvals"), and the
 //     client sends its decisions in the follow-up request's "decisions"
-//     field: [{"request": id, "approved": true|false, "reason": "..."}].
+//     field: [{"request": id, "approved": true|false, "reason": "...",
+//     "by": "..."}]; the approver on record is the authenticated caller
+//     (with whom "by" names).
 //
 // Each resumes the same way: a follow-up request with the same session id.
 //
