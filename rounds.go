@@ -308,11 +308,11 @@ func (r *Run) endRound(ctx context.Context, v *vplan, res *Result, err error) er
 // The accounts of a step that did not finish, as its planner is told: fixed
 // words, never an internal error's text.
 const (
-	toolFailed   = "the tool failed"
-	notApproved  = "a person did not approve it"
-	refusedByTop = "the autonomy policy refused it"
-	notRun       = "not run: a step before it failed or was stopped"
-	notCleared   = "not run: the plan was not cleared"
+	toolFailed      = "the tool failed"
+	notApproved     = "a person did not approve it"
+	refusedByPolicy = "the autonomy policy refused it"
+	notRun          = "not run: a step before it failed or was stopped"
+	notCleared      = "not run: the plan was not cleared"
 )
 
 // observe is what each step of v did, in the plan's order.
@@ -389,7 +389,7 @@ func stepAccount(err error, id string) string {
 		case errors.As(e, &denied) && denied.Step == id:
 			return notApproved
 		case errors.As(e, &refused) && refused.Step == id:
-			return refusedByTop
+			return refusedByPolicy
 		}
 	}
 	return ""
