@@ -49,7 +49,6 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/examples/internal/trip"
-	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
@@ -76,7 +75,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := run(ctx, os.Stdin, os.Stdout, o)
-	if errors.Is(err, errNeedsProviders) {
+	if errors.Is(err, trip.ErrNeedsProviders) {
 		stop()
 		os.Exit(withProviders(context.Background()))
 	}
@@ -86,44 +85,12 @@ func main() {
 	}
 }
 
-// newProviderModel builds a provider's model. It is nil unless the command
-// was built with -tags providers (providers.go).
-var newProviderModel func(provider, name string) (llm.Model, error)
-
-// errNeedsProviders asks main to build the command again with the provider
-// adapters and hand over to it.
-var errNeedsProviders = errors.New("the provider adapters are not compiled in")
-
-// chooseModel returns the model named by spec ("openai:MODEL",
-// "anthropic:MODEL"), or the scripted one when spec is empty or the
-// provider's key is not set. It says in one line which it is.
-func chooseModel(spec string, out io.Writer) (llm.Model, error) {
-	provider, name, _ := strings.Cut(spec, ":")
-	key := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[provider]
-	switch {
-	case spec == "":
-	case key == "":
-		return nil, fmt.Errorf("-model %q: want openai:MODEL or anthropic:MODEL", spec)
-	case os.Getenv(key) == "":
-		fmt.Fprintf(out, "model: scripted (%s is not set, so -model %s is not used)\n", key, spec)
-		return scriptedModel(), nil
-	case newProviderModel == nil:
-		return nil, errNeedsProviders
-	default:
-		api := map[string]string{"openai": "the OpenAI-compatible API", "anthropic": "the Anthropic API"}[provider]
-		fmt.Fprintf(out, "model: %s via %s\n", name, api)
-		return newProviderModel(provider, name)
-	}
-	fmt.Fprintln(out, "model: scripted (no provider configured; no key, no network)")
-	return scriptedModel(), nil
-}
-
 // withProviders runs this command again, built with the provider adapters,
 // with the same arguments and standard streams, and returns its exit code.
 func withProviders(ctx context.Context) int {
 	_, self, _, _ := runtime.Caller(0)
 	dir := filepath.Dir(self)
-	args := append([]string{"run", "-tags", "providers", filepath.Join(dir, "planner.go"), filepath.Join(dir, "providers.go")}, os.Args[1:]...)
+	args := append([]string{"run", "-tags", "providers", filepath.Join(dir, "planner.go")}, os.Args[1:]...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	fmt.Fprintln(os.Stderr, "planner: building with the provider adapters (go run -tags providers); the first build takes a while")
@@ -137,10 +104,6 @@ func withProviders(ctx context.Context) int {
 	}
 	return 0
 }
-
-// scriptedModel stands in for a model: the trip's first plan (refused), the
-// plan again, and the answer once told what round 1 did.
-func scriptedModel() llm.Model { return trip.Model(true) }
 
 // openStore opens the store named by spec; memory when spec is empty.
 func openStore(ctx context.Context, spec string) (planexec.PlanStore, func(), error) {
@@ -167,7 +130,7 @@ func openStore(ctx context.Context, spec string) (planexec.PlanStore, func(), er
 
 func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	yes := o.yes
-	model, err := chooseModel(o.model, out)
+	model, err := trip.ChooseModel(o.model, true, func(line string) { fmt.Fprintln(out, line) })
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -144,23 +140,7 @@ func TestTheTripIsPlannedThroughAnOpenAICompatibleEndpoint(t *testing.T) {
 		t.Skip("builds the command with the provider adapters")
 	}
 	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		if r.URL.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
-			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		content, _ := json.Marshal(trip.Plan)
-		if strings.Contains(string(body), "Round 1 ran") {
-			content, _ = json.Marshal(trip.Booked) // told what round 1 did, the model answers
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("x-request-id", "req_trip")
-		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764400000,"model":"trip-model",`+
-			`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"finish_reason":"stop"}],`+
-			`"usage":{"prompt_tokens":900,"completion_tokens":120,"total_tokens":1020}}`, content)
-	}))
+	srv := httptest.NewServer(trip.OpenAIStandIn("test-key", &calls))
 	defer srv.Close()
 	cmd := exec.CommandContext(t.Context(), "go", "run", "planner.go", "-yes", "-model", "openai:trip-model")
 	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+srv.URL)
@@ -184,8 +164,8 @@ func TestAProviderModelWithItsKeyButWithoutTheAdaptersAsksToBeBuiltWithThem(t *t
 	t.Setenv("OPENAI_API_KEY", "test-key")
 	var out bytes.Buffer
 	err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, model: "openai:some-model"})
-	if !errors.Is(err, errNeedsProviders) {
-		t.Fatalf("run = %v, want errNeedsProviders", err)
+	if !errors.Is(err, trip.ErrNeedsProviders) {
+		t.Fatalf("run = %v, want trip.ErrNeedsProviders", err)
 	}
 	if strings.Contains(out.String(), "STEP_STARTED") {
 		t.Errorf("something ran before the hand-over:\n%s", out.String())

@@ -43,7 +43,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,6 +59,12 @@ import (
 // what round 1 did, the answer; an ordinary completion gets a line saying
 // what it is.
 func scriptedModel() llm.Model { return trip.Model(false) }
+
+// chooseModel returns the model -model names, or the stand-in, and logs
+// which it is.
+func chooseModel(spec string) (llm.Model, error) {
+	return trip.ChooseModel(spec, false, func(line string) { log.Print(line) })
+}
 
 // tenant is every caller: this example authenticates nobody. A service
 // names its callers in plannerapi.Config.Authenticate, and each tenant's
@@ -109,7 +114,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, o, nil)
-	if errors.Is(err, errNeedsProviders) {
+	if errors.Is(err, trip.ErrNeedsProviders) {
 		err = withProviders(ctx)
 	}
 	if err != nil {
@@ -248,36 +253,6 @@ func tidy(ctx context.Context, ex *planexec.Executor) {
 	if _, err := ex.Prune(ctx, tenant, 0); err != nil && ctx.Err() == nil {
 		log.Printf("prune: %v", err)
 	}
-}
-
-// newProviderModel builds a provider's model. It is nil unless the command
-// was built with -tags providers (providers.go).
-var newProviderModel func(provider, name string) (llm.Model, error)
-
-// errNeedsProviders asks main to build the command again with the provider
-// adapters and hand over to it.
-var errNeedsProviders = errors.New("the provider adapters are not compiled in")
-
-// chooseModel returns the model named by spec ("openai:MODEL",
-// "anthropic:MODEL"), or the scripted one when spec is empty or the
-// provider's key is not set, and logs which it is.
-func chooseModel(spec string) (llm.Model, error) {
-	provider, name, _ := strings.Cut(spec, ":")
-	key := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[provider]
-	switch {
-	case spec == "":
-		log.Print("model: scripted (no provider configured; no key, no network)")
-	case key == "" || name == "":
-		return nil, fmt.Errorf("-model %q: want openai:MODEL or anthropic:MODEL", spec)
-	case os.Getenv(key) == "":
-		log.Printf("model: scripted (%s is not set, so -model %s is not used)", key, spec)
-	case newProviderModel == nil:
-		return nil, errNeedsProviders
-	default:
-		log.Printf("model: %s via %s", name, map[string]string{"openai": "the OpenAI-compatible API", "anthropic": "the Anthropic API"}[provider])
-		return newProviderModel(provider, name)
-	}
-	return scriptedModel(), nil
 }
 
 // withProviders builds this command again with the provider adapters and

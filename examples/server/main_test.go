@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -499,22 +498,7 @@ func TestARealModelIsUsedWhenItsKeyIsSet(t *testing.T) {
 		t.Skip("builds the command with the provider adapters")
 	}
 	var calls atomic.Int32
-	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		if r.URL.Path != "/chat/completions" || r.Header.Get("Authorization") != "Bearer test-key" {
-			http.Error(w, `{"error":{"message":"not found","type":"invalid_request_error"}}`, http.StatusNotFound)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		content, _ := json.Marshal(trip.Plan)
-		if strings.Contains(string(body), "Round 1 ran") {
-			content, _ = json.Marshal(trip.Booked)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1764400000,"model":"trip-model",`+
-			`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"finish_reason":"stop"}],`+
-			`"usage":{"prompt_tokens":900,"completion_tokens":120,"total_tokens":1020}}`, content)
-	}))
+	model := httptest.NewServer(trip.OpenAIStandIn("test-key", &calls))
 	defer model.Close()
 
 	dir := t.TempDir()
@@ -598,11 +582,11 @@ func TestAProviderModelWithoutItsKeyFallsBackAndAnUnknownOneIsRefused(t *testing
 	if _, err := chooseModel("mystery:x"); err == nil {
 		t.Error("an unknown provider was accepted")
 	}
-	if newProviderModel != nil {
+	if trip.ProvidersCompiledIn() {
 		return // built with -tags providers
 	}
 	t.Setenv("OPENAI_API_KEY", "test-key")
-	if _, err := chooseModel("openai:some-model"); !errors.Is(err, errNeedsProviders) {
-		t.Errorf("with its key, in the default build: %v, want errNeedsProviders", err)
+	if _, err := chooseModel("openai:some-model"); !errors.Is(err, trip.ErrNeedsProviders) {
+		t.Errorf("with its key, in the default build: %v, want trip.ErrNeedsProviders", err)
 	}
 }
