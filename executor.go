@@ -565,13 +565,17 @@ func (r *Run) dispatch(x *execution, finished []bool, res *Result) error {
 		}
 	}
 	x.sc, x.after, x.claims = sc, ctx, ctx
-	x.effects = make(map[string]string, n)
-	for i := range n {
-		switch s := &v.steps[i]; {
-		case s.refs == nil:
-			x.effects[s.key.Digest] = s.step.ID
-		case finished[i]:
-			x.effects[res.Steps[s.step.ID].Key.Digest] = s.step.ID
+	// The keys a step with references may meet once resolved; a plan
+	// without references has every key checked at validation.
+	if v.refs {
+		x.effects = make(map[string]string, n)
+		for i := range n {
+			switch s := &v.steps[i]; {
+			case s.refs == nil:
+				x.effects[s.key.Digest] = s.step.ID
+			case finished[i]:
+				x.effects[res.Steps[s.step.ID].Key.Digest] = s.step.ID
+			}
 		}
 	}
 	// A context that can never be done needs no detaching from.

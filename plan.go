@@ -178,6 +178,7 @@ func violations(vs []strictjson.Violation) []Violation {
 // vplan is a plan that passed validation, with what execution needs.
 type vplan struct {
 	rounds *roundsState // the run of rounds the plan is a round of; nil for a plan on its own
+	refs   bool         // a step's arguments hold references
 	holder string       // names the execution in its claims
 	plan   Plan
 	doc    []byte // the plan's document as stored, once encoded: see document
@@ -427,6 +428,7 @@ func (r *Run) validate(plan *Plan, payload []byte, barred []string) (*vplan, *Pl
 				return nil, refuse(ReasonArguments, s.ID, s.Tool, vs...)
 			}
 			v.steps[i] = vstep{step: &v.plan.Steps[i], tool: t, refs: refs}
+			v.refs = true
 			continue
 		}
 		args, vs := t.contract.decode(s.Arguments, lim)
