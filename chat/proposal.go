@@ -37,10 +37,6 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	if decided == KindRejected {
 		return nil, ErrDecided
 	}
-	picked, err := closure(p.Plan, steps)
-	if err != nil {
-		return nil, err
-	}
 	d := person
 	d.RunID = "chat:" + session + ":" + proposal
 	run, err := c.cfg.Engine.Run(d)
@@ -48,12 +44,24 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		return nil, err
 	}
 	var res *planexec.Result
-	if _, err = run.Info(ctx); err == nil {
+	var picked []string
+	if _, ierr := run.Info(ctx); ierr == nil {
+		// Applied before: go on with that run, whatever is named now.
 		res, err = run.Resume(ctx)
-	} else if errors.Is(err, planexec.ErrNoRecord) {
+		if plan, ok := run.Current(); ok {
+			for _, s := range plan.Steps {
+				picked = append(picked, s.ID)
+			}
+		}
+	} else if errors.Is(ierr, planexec.ErrNoRecord) {
+		if picked, err = closure(p.Plan, steps); err != nil {
+			return nil, err
+		}
 		plan := p.Plan.plan()
 		plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(picked, s.ID) })
 		res, err = run.Execute(ctx, plan)
+	} else {
+		return nil, ierr
 	}
 	var pending *planexec.ApprovalPendingError
 	if res == nil && err != nil && !errors.As(err, &pending) {
