@@ -60,14 +60,16 @@ func (c *Chat) transcript(ctx context.Context, k sessionKey, after, upTo int64) 
 // twice with one Seq: as KindText, then as KindMessage.
 //
 // A watcher never holds a turn up: the turn writes and goes on, and a
-// watcher reads. One that falls more than Config.WatchLag entries behind
-// the session is dropped with ErrWatcherDropped; watching again after the
-// last Seq it saw goes on without a gap. A session not stored for the
+// watcher reads. One that has caught up with the session and then falls
+// more than Config.WatchLag entries behind it is dropped with
+// ErrWatcherDropped; watching again after the last Seq it saw goes on
+// without a gap (catching up from the store is never dropped). A session not stored for the
 // tenant is ErrNoSession.
 func (c *Chat) Watch(ctx context.Context, tenant, session string, after int64) iter.Seq2[Output, error] {
 	return func(yield func(Output, error) bool) {
 		k := sessionKey{tenant, session}
 		batch := min(c.cfg.WatchLag, 256)
+		live := false // caught up once: from then on, falling behind drops the watcher
 		for {
 			wake := c.woken(k) // before reading, so no entry stored after the read is missed
 			page, err := c.cfg.Store.Transcript(ctx, tenant, session, after, batch)
@@ -78,7 +80,9 @@ func (c *Chat) Watch(ctx context.Context, tenant, session string, after int64) i
 				yield(Output{}, err)
 				return
 			}
-			if len(page) == batch {
+			if len(page) < batch {
+				live = true
+			} else if live {
 				rec, err := c.cfg.Store.Session(ctx, tenant, session)
 				if err != nil {
 					yield(Output{}, err)
