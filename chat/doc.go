@@ -1,0 +1,97 @@
+// Package chat is the conversational planner: a chat loop in which a
+// planner, acting with exactly a person's authority, reads the state of
+// their world through tools and changes it only by proposing plans that a
+// person applies. Conversations are stored, compacted when they grow long,
+// bounded, cancellable, watched live, and survive a restart.
+//
+// A service wires its read tools, an engine for what gets applied, a model
+// and a store:
+//
+//	engine, _ := planexec.NewExecutor(planexec.Config{Tools: writes, Store: st})
+//	c, err := chat.New(chat.Config{Model: model, Store: st, Reads: reads, Engine: engine})
+//	...
+//	defer c.Close(ctx)
+//	c.Create(ctx, person, chat.SessionOptions{ID: "s1"})
+//	sent, err := c.Send(ctx, person, "s1", "Plan the release")
+//	for out, err := range c.Watch(ctx, person.Tenant, "s1", sent.Seq-1) { ... }
+//
+// # Turns
+//
+// A person's message starts a turn (Chat.Send): the model is asked, the read
+// calls it makes run one after another, their results go back to it, and it
+// is asked again, until it answers without a call (EndTurn), has run
+// Config.MaxRounds rounds of calls (MaxRounds: the calls it asked for past
+// the bound are answered as not run, and a message continues), or a person
+// cancels it (Chat.Cancel: no call starts after that). One turn at a time
+// runs per session, on any replica: the turn holds a lease in the store,
+// and a second message meanwhile is ErrTurnBusy, with nothing stored. A turn
+// outlives the request that started it; Chat.Close stops the turns of its
+// process.
+//
+// The model writes one JSON document each call, {"text": ..., "calls":
+// [{"tool": ..., "arguments": ...}]}, held to a schema that offers each
+// read tool's arguments and propose_plan, so any llm.Model serves: tool
+// calling is not needed, and the conversation is sent as plain text.
+//
+// # Authority
+//
+// Only a person may send, apply, reject or cancel (a delegation naming an
+// agent is ErrNotPerson). Each read runs on an engine of the read tools
+// under the person's delegation narrowed to the agent "planner:<session>":
+// the person's scope, the service's Authorizer and the tools' contracts
+// decide, exactly as for the person. A call the person may not make gets
+// the fixed forbidden result and does nothing; a call with bad arguments
+// gets the validation's own words (paths and rules, never values); a tool's
+// *ToolError is shown as written; any other failure is "the tool failed",
+// its error logged, never shown. The conversation goes on.
+//
+// # Proposals
+//
+// The planner changes things only by calling propose_plan with a plan over
+// the engine's tools. The plan is validated when proposed as if it were to
+// run then, under the person's authority; a refusal goes back to the model
+// to fix. A person applies it (Chat.Apply), whole or a subset of steps with
+// what they depend on, or rejects it (Chat.Reject). Applying validates it
+// again against what stands now and runs it on the engine under the
+// person's delegation, as the run "chat:<session>:<proposal>": approvals,
+// the autonomy ladder and idempotency apply, and applying again resumes
+// that run instead of doing anything twice. The planner has no way to set
+// grants, approvals or scopes: a plan holds none.
+//
+// # Compaction
+//
+// Before each model call the context is estimated: the usage the provider
+// reported for the last answer plus about four characters a token for what
+// was added since. Strictly above Config.CompactAtTokens, everything before
+// the latest person's message (an earlier summary included) is summarised
+// by the model, the summary stored with the seq it covers, and from then on
+// the model is sent the summary and what came after. The current turn is
+// never summarised, so calls stay beside their results. A failed compaction
+// is logged and the call goes on uncompacted. Each compaction is a
+// KindCompacted output (UpTo, EstimatedTokens), counted per session and in
+// Stats. The transcript itself stays complete.
+//
+// # Transcripts and restarts
+//
+// Every message, call, result, proposal, decision, compaction, error and
+// end of turn is an entry of the session's transcript, numbered by Seq, in
+// the store (store/memory, store/sqlite, store/postgres implement
+// store.TranscriptStore). A turn writes before it goes on, even when its
+// context is cancelled. When a process stops mid-turn its lease runs out;
+// the next Send, Session or Watch repairs the transcript: each call with no
+// result is answered "interrupted", and the turn ends with an error, so
+// nothing looks running forever and a call is never split from its result.
+//
+// # Watching
+//
+// Chat.Watch yields a session's outputs from any Seq, stored ones first and
+// then live ones from any replica, ending with ctx. The turn never waits for
+// a watcher; one that falls Config.WatchLag outputs behind is dropped with
+// ErrWatcherDropped and resumes from its last Seq without a gap. Package
+// chathttp serves this over HTTP as Server-Sent Events.
+//
+// # Metering
+//
+// Every model call, summaries included, is counted on the session by model
+// (Session.Usage) from the usage the llm adapter reports.
+package chat
