@@ -37,9 +37,7 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	if decided == KindRejected {
 		return nil, ErrDecided
 	}
-	d := person
-	d.RunID = "chat:" + session + ":" + proposal
-	run, err := c.cfg.Engine.Run(d)
+	run, err := c.AppliedRun(person, session, proposal)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +65,7 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	if res == nil && err != nil && !errors.As(err, &pending) {
 		return nil, err // nothing ran: refused as it stands now, a store down
 	}
-	dec := &Decision{Proposal: proposal, Steps: picked, Run: d.RunID, Status: string(planexec.StatusOf(err))}
+	dec := &Decision{Proposal: proposal, Steps: picked, Run: run.ID(), Status: string(planexec.StatusOf(err))}
 	if res != nil {
 		for _, id := range picked {
 			sr, ok := res.Steps[id]
@@ -91,9 +89,29 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	return res, err
 }
 
+// AppliedRun is the engine's run of a proposal applied for the person: to
+// record a decision on a step that waits for approval (Run.Decide, then
+// Apply again), or to read its events. It touches no store.
+func (c *Chat) AppliedRun(person planexec.Delegation, session, proposal string) (*planexec.Run, error) {
+	if err := c.person(person); err != nil {
+		return nil, err
+	}
+	if c.cfg.Engine == nil {
+		return nil, ErrNoProposal
+	}
+	d := person
+	d.RunID = appliedRunID(session, proposal)
+	return c.cfg.Engine.Run(d)
+}
+
+// appliedRunID names the engine's run of an applied proposal.
+func appliedRunID(session, proposal string) string { return "chat:" + session + ":" + proposal }
+
 // Reject rejects a proposal for the person, with their reason. A proposal
 // applied before (its run exists) is ErrDecided; rejecting twice is
-// ErrDecided too.
+// ErrDecided too. (An Apply and a Reject racing on two processes may both
+// be recorded; the apply's effects still happen once, and the planner is
+// told both.)
 func (c *Chat) Reject(ctx context.Context, person planexec.Delegation, session, proposal, reason string) error {
 	if err := c.person(person); err != nil {
 		return err
@@ -105,7 +123,7 @@ func (c *Chat) Reject(ctx context.Context, person planexec.Delegation, session, 
 	if decided != "" {
 		return ErrDecided
 	}
-	run, err := c.cfg.Engine.Run(planexec.Delegation{RunID: "chat:" + session + ":" + proposal, Tenant: person.Tenant, User: person.User})
+	run, err := c.AppliedRun(person, session, proposal)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/planexec/planexec/chat"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/store/memory"
 )
 
 // threeSteps proposes: s1 creates an item, s2 closes T-1 after s1, s3
@@ -196,5 +197,64 @@ func TestAProposalIsValidatedWhenProposedAndARefusalGoesBackToTheModel(t *testin
 	out := r.turn(ben(), s, "Tidy up")
 	if res := of(out, chat.KindToolResult)[0].Result; res.Error == nil || res.Error.Code != "forbidden" || len(of(out, chat.KindProposal)) != 0 {
 		t.Fatalf("ben's proposal: %+v", res)
+	}
+}
+
+func TestAProposalThatNeedsApprovalWaitsForThePersonAndRunsOnceApproved(t *testing.T) {
+	tr := newTracker()
+	st := memory.New()
+	gated := planexec.MustTool("close_item", "Close an item for good.", func(ctx context.Context, a getArgs) (string, error) {
+		tr.count("close_item")
+		return "closed " + a.ID, nil
+	}, planexec.Irreversible())
+	gate := planexec.ApprovalGateFunc(func(ctx context.Context, req planexec.ApprovalRequest) (planexec.Decision, error) {
+		return req.Defer(), nil // a person decides later
+	})
+	engine, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{gated}, Store: st, Gate: gate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := `{"goal":"close","steps":[{"id":"s1","tool":"close_item","arguments":{"id":"T-1"},"depends_on":[],"intent":""}]}`
+	r := newRig(t, proposer(plan), func(c *chat.Config) { c.Store, c.Engine = st, engine })
+	s := r.session("s1")
+	person := ana()
+	person.Scope = nil
+	out := r.turn(person, s, "Close T-1")
+	p := of(out, chat.KindProposal)[0].Proposal
+	if !slices.Equal(p.Irreversible, []string{"s1"}) {
+		t.Fatalf("irreversible steps: %v", p.Irreversible)
+	}
+
+	_, err = r.chat.Apply(context.Background(), person, s, p.ID, nil)
+	var pending *planexec.ApprovalPendingError
+	if !errors.As(err, &pending) || tr.called("close_item") != 0 {
+		t.Fatalf("apply: %v; close_item ran %d times", err, tr.called("close_item"))
+	}
+	run, err := r.chat.AppliedRun(person, s, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Decide(context.Background(), pending.Requests[0].Approve("ana")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.chat.Apply(context.Background(), person, s, p.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.chat.Apply(context.Background(), person, s, p.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := tr.called("close_item"); n != 1 {
+		t.Fatalf("close_item ran %d times, want once", n)
+	}
+	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	for _, o := range of(all, chat.KindApplied) {
+		statuses = append(statuses, o.Decision.Status)
+	}
+	if !slices.Equal(statuses, []string{"awaiting_approval", "completed", "completed"}) {
+		t.Fatalf("applied entries: %v", statuses)
 	}
 }

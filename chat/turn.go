@@ -52,25 +52,6 @@ func (c *Chat) Send(ctx context.Context, person planexec.Delegation, session, te
 	if err != nil {
 		return Sent{}, err
 	}
-	rec, doc, err := c.load(ctx, person.Tenant, session)
-	if err != nil {
-		return Sent{}, err
-	}
-	now := c.cfg.Now()
-	if rec.Turn.Held(now) {
-		return Sent{}, ErrTurnBusy
-	}
-	var entries []json.RawMessage
-	if rec.Turn.Holder != "" {
-		if entries, err = c.repairEntries(ctx, rec, doc); err != nil {
-			return Sent{}, err
-		}
-	}
-	doc.Turns++
-	doc.TurnStart = rec.Seq + int64(len(entries)) + 1
-	human := Output{Kind: KindMessage, Turn: doc.Turns, Role: "user", By: person.User, Text: text}
-	entries = append(entries, encodeEntry(&human))
-
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -84,17 +65,46 @@ func (c *Chat) Send(ctx context.Context, person planexec.Delegation, session, te
 			c.wg.Done()
 		}
 	}()
-
-	res, err := c.cfg.Store.TakeTurn(ctx, &store.TurnWrite{
-		Tenant: person.Tenant, Session: session, Epoch: rec.Turn.Epoch,
-		Holder: c.cfg.Holder, Until: now.Add(c.cfg.Lease), Now: now,
-		Entries: entries, Doc: doc.encode(),
-	})
-	if errors.Is(err, store.ErrTurnHeld) {
-		return Sent{}, ErrTurnBusy
-	}
-	if err != nil {
-		return Sent{}, err
+	var (
+		res store.TurnResult
+		doc *sessionDoc
+	)
+	// A watcher on another process may repair a dead turn between our read
+	// and our write: the epoch moves on, and a fresh read tells.
+	for attempt := 0; ; attempt++ {
+		var rec *store.SessionRecord
+		if rec, doc, err = c.load(ctx, person.Tenant, session); err != nil {
+			return Sent{}, err
+		}
+		now := c.cfg.Now()
+		if rec.Turn.Held(now) {
+			return Sent{}, ErrTurnBusy
+		}
+		var entries []json.RawMessage
+		if rec.Turn.Holder != "" {
+			if entries, err = c.repairEntries(ctx, rec, doc); err != nil {
+				return Sent{}, err
+			}
+		}
+		doc.Turns++
+		doc.TurnStart = rec.Seq + int64(len(entries)) + 1
+		human := Output{Kind: KindMessage, Turn: doc.Turns, Role: "user", By: person.User, Text: text}
+		entries = append(entries, encodeEntry(&human))
+		res, err = c.cfg.Store.TakeTurn(ctx, &store.TurnWrite{
+			Tenant: person.Tenant, Session: session, Epoch: rec.Turn.Epoch,
+			Holder: c.cfg.Holder, Until: now.Add(c.cfg.Lease), Now: now,
+			Entries: entries, Doc: doc.encode(),
+		})
+		if errors.Is(err, store.ErrTurnHeld) && attempt < 2 {
+			continue
+		}
+		if errors.Is(err, store.ErrTurnHeld) {
+			return Sent{}, ErrTurnBusy
+		}
+		if err != nil {
+			return Sent{}, err
+		}
+		break
 	}
 	k := sessionKey{person.Tenant, session}
 	c.notify(k)
