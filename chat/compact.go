@@ -91,6 +91,8 @@ func (t *turn) compact() {
 	}
 	t.history = t.history[n:] // the compacted entry, written last, stays
 	t.c.stats.compactions.Add(1)
+	t.c.cfg.Logger.LogAttrs(context.WithoutCancel(t.ctx), slog.LevelInfo, "chat: compacted",
+		slog.String("tenant", t.key.tenant), slog.String("session", t.key.id), slog.Int64("up_to", upTo), slog.Int64("estimated_tokens", est))
 }
 
 var errEmptySummary = errors.New("the model's summary was empty")
