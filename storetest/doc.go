@@ -56,6 +56,11 @@
 //     finished step run again and no stored round asked for again; an
 //     answer given again without planning or acting; a question stored
 //     until a reply on a new run goes on with it.
+//   - Transcripts: when Plans is a [store.TranscriptStore], sessions
+//     (documents byte for byte, ErrExists, tenants), the turn lease (epochs,
+//     ErrTurnHeld, take-over, ErrFenced, End, CancelTurn), transcripts
+//     numbered 1 to n without gap or repeat, in turns and out of them, paged,
+//     and racing turns and writers. Skipped otherwise.
 //   - DamagedRecords: when Stores has a [Tamper], records the store never
 //     wrote. A plan, step, decision or claim of a newer layout is refused
 //     with a [*store.Error] wrapping [store.ErrNewerRecord] (a

@@ -1,6 +1,7 @@
 // Package memory is a planexec store in process memory: plans, step records,
-// idempotency claims and approval decisions in one value, for tests and
-// single-process services that need no durability.
+// idempotency claims, approval decisions and conversations (sessions and
+// their transcripts) in one value, for tests and single-process services
+// that need no durability.
 //
 // It has every capability the durable stores have, the one-transaction step
 // write (store.StepStore) among them, so code tested against it runs the
@@ -20,8 +21,8 @@ import (
 	"github.com/planexec/planexec/store"
 )
 
-// Store keeps plans, steps, claims and decisions in memory. It is safe for
-// concurrent use. Build one with New.
+// Store keeps plans, steps, claims, decisions and conversations in memory. It
+// is safe for concurrent use. Build one with New.
 type Store struct {
 	mu        sync.Mutex
 	now       func() time.Time
@@ -31,11 +32,13 @@ type Store struct {
 	decisions map[[2]string]planexec.Decision
 	histories map[[2]string]*history   // each run's events, in order
 	spends    map[string][]store.Spend // by grant
+	sessions  map[[2]string]*conversation
 }
 
 var (
 	_ store.StepStore        = (*Store)(nil)
 	_ planexec.ApprovalStore = (*Store)(nil)
+	_ store.TranscriptStore  = (*Store)(nil)
 )
 
 // Option configures New.
@@ -54,6 +57,7 @@ func New(opts ...Option) *Store {
 		decisions: map[[2]string]planexec.Decision{},
 		histories: map[[2]string]*history{},
 		spends:    map[string][]store.Spend{},
+		sessions:  map[[2]string]*conversation{},
 	}
 	for _, o := range opts {
 		o(s)
