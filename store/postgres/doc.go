@@ -1,8 +1,8 @@
 // Package postgres is the shared durable store of planexec: plans, step
-// results, idempotency claims, approval decisions, runs' histories and what
-// windowed grants let through in PostgreSQL, for several replicas of a
-// service running, resuming, listing, following, recovering and pruning the
-// same runs. It uses pgx v5.
+// results, idempotency claims, approval decisions, runs' histories, what
+// windowed grants let through and conversations in PostgreSQL, for several
+// replicas of a service running, resuming, listing, following, recovering
+// and pruning the same runs. It uses pgx v5.
 //
 // # Wiring it in
 //
@@ -24,8 +24,9 @@
 // [store.EventStore], so any replica reads a run's history; and a
 // [store.RunLister], so any replica lists a tenant's runs by status; a
 // [store.CeilingStore], so replicas count windowed ceilings together; a
-// [store.Pruner], for Executor.Prune; and a [store.Recoverer], for
-// Executor.Recover.
+// [store.Pruner], for Executor.Prune; a [store.Recoverer], for
+// Executor.Recover; and a [store.TranscriptStore], so any replica runs a
+// conversation's turns (package chat), one turn at a time.
 //
 // After a replica dies, any other calls Run.Resume (or Run.Do) for the run:
 // steps on record are replayed, a step whose claim is still leased to the
@@ -87,6 +88,11 @@
 //     (grant_id, spent_at, with the amount) sums a window, spends_by_tenant
 //     (tenant, spent_at) serves pruning. grants: one row per grant that has
 //     spent, never deleted, locked by each spend.
+//   - chat_sessions (version 4): one row per conversation (tenant, id), its
+//     document as bytes (NULL for none), its turn lease (epoch, holder: empty
+//     for none, lease_until, cancel) and the number of its last entry
+//     (seq); chat_entries: one row per transcript entry (tenant, session,
+//     seq), with when it was stored (at) and the entry as bytes.
 //
 // Every statement is scoped by tenant: one tenant never reads, writes,
 // forgets or prunes another's records. Two are not, by what they do: a
@@ -245,6 +251,25 @@
 // after the first finds a live lease: one of them takes the run. Times are
 // the caller's, as the executor writes leases by its own clock.
 //
+// # Conversations
+//
+// Every write of a conversation's turn or transcript (TakeTurn, WriteTurn,
+// AppendEntries) is one statement, so one implicit transaction. Turn
+// writes lock the session's row first (SELECT … FOR UPDATE in a CTE,
+// which waits for the last writer and reads its version), judge the lease
+// from it (TakeTurn: the epoch is still the one the writer read and no
+// lease is held at its Now; WriteTurn: the epoch is still the turn's and
+// the lease was not released), then update the row and append the
+// entries, numbered on from seq, or change nothing and return
+// [store.ErrTurnHeld] or [store.ErrFenced]. AppendEntries moves seq on by
+// one UPDATE, which locks the row likewise. Writers of one session, on any
+// replica, are so judged and numbered one after another, in commit order:
+// of turns taken at once on one epoch one takes it, and entries are
+// numbered once, without gap. CancelTurn is one conditional UPDATE.
+// Transcript reads a range of the entries' primary key. Times are the
+// store's clock ([WithClock]; by default the database's), kept to the
+// microsecond.
+//
 // # Cost
 //
 // An executed step costs two round trips, each one statement and one
@@ -257,7 +282,10 @@
 // of four statements. Saving a decision is one statement; one kept costs
 // a second read, to say why. A spend is one round trip and one commit;
 // Stalled, TakeRun and ExtendRun one statement each; Prune one
-// transaction of up to eleven statements.
+// transaction of up to eleven statements. Each write of a conversation is
+// one statement and one commit (BenchmarkTurnWrite); reading a page of a
+// transcript is one statement (BenchmarkTranscriptLoad10000), and a
+// second when it finds no entry.
 //
 // # Errors
 //
@@ -266,7 +294,7 @@
 // operation in Op; nothing is recorded as done that was not. Answers are the
 // planexec sentinels, as the memory store gives them: [store.ErrNoRecord],
 // [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted],
-// [store.ErrDecided].
+// [store.ErrDecided], [store.ErrExists], [store.ErrTurnHeld].
 //
 // # Testing
 //

@@ -357,3 +357,62 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		t.Errorf("the waiting run after Prune: %+v, %v", again, err)
 	}
 }
+
+// A schema at version 3, with a run and its history, is carried over to
+// version 4: the run and its history read back as they were, and the
+// schema gains conversations (store.TranscriptStore), none to begin with.
+func TestASchemaOfTheThirdVersionGainsConversations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := sharedPool(t)
+	schema := freshSchema(t, pool)
+	if err := postgres.MigrateTo(ctx, pool, schema, 3); err != nil {
+		t.Fatal(err)
+	}
+	var tables int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename IN ('chat_sessions', 'chat_entries')`, schema).
+		Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("version 3 has %d of the conversation tables (%v), want none", tables, err)
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	const (
+		plan  = `{"id":"p1","goal":"g","revision":1,"steps":[{"id":"s1","tool":"notify","arguments":{"n":412.50}}]}`
+		event = `{"kind":"PLAN_COMPLETED", "n":1}`
+	)
+	planDoc := `{"version":1,"tenant":"acme","run_id":"run-1","plan":` + plan + `,"status":"completed","steps":null,` +
+		`"created":"2030-01-02T03:04:05.123456Z","updated":"2030-01-02T03:04:05.123456Z"}`
+	sqlExec(t, schema, `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated) VALUES
+		('acme', 'run-1', 'p1', 1, 'completed', convert_to($1, 'UTF8'), $2, $2)`, planDoc, created)
+	sqlExec(t, schema, `INSERT INTO histories (tenant, run_id, last_seq, updated) VALUES ('acme', 'run-1', 1, $1)`, created)
+	sqlExec(t, schema, `INSERT INTO events (tenant, run_id, seq, event) VALUES ('acme', 'run-1', 1, convert_to($1, 'UTF8'))`, event)
+
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema), postgres.WithClock(func() time.Time { return created }))
+	if err != nil {
+		t.Fatalf("New over the third version: %v", err)
+	}
+	defer s.Close()
+	var version int
+	if err := pool.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&version); err != nil || version != 4 {
+		t.Fatalf("schema at version %d, %v; want 4, this package's (%d)", version, err, postgres.SchemaVersion)
+	}
+	if got, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || string(got.Plan) != plan || got.Status != store.RunCompleted {
+		t.Fatalf("LoadPlan = %+v, %v", got, err)
+	}
+	if evs, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(evs) != 1 || string(evs[0].Event) != event {
+		t.Fatalf("Events = %+v, %v", evs, err)
+	}
+	if _, err := s.Session(ctx, "acme", "c1"); !errors.Is(err, store.ErrNoRecord) {
+		t.Fatalf("Session in a migrated schema: %v, want ErrNoRecord", err)
+	}
+	if err := s.CreateSession(ctx, store.SessionRecord{Tenant: "acme", ID: "c1", Doc: json.RawMessage(`{"a": 1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.TakeTurn(ctx, &store.TurnWrite{Tenant: "acme", Session: "c1", Holder: "h", Now: created, Until: created.Add(time.Minute),
+		Entries: []json.RawMessage{json.RawMessage(`{"role":"user"}`)}})
+	if err != nil || res != (store.TurnResult{Epoch: 1, Seq: 1}) {
+		t.Fatalf("TakeTurn = %+v, %v", res, err)
+	}
+	if page, err := s.Transcript(ctx, "acme", "c1", 0, 10); err != nil || len(page) != 1 || string(page[0].Entry) != `{"role":"user"}` || !page[0].At.Equal(created) {
+		t.Fatalf("Transcript = %+v, %v", page, err)
+	}
+}

@@ -182,6 +182,42 @@ var migrations = [...][]string{
 			grant_id text PRIMARY KEY
 		)`,
 	},
+	4: {
+		// Conversations (store.TranscriptStore): one row per session, with
+		// its document as bytes the database never parses (NULL for none;
+		// jsonb would reorder its keys), the lease its running turn holds
+		// (epoch numbers the turns taken, from 1; holder is '' and
+		// lease_until NULL while no turn holds it), whether the turn was
+		// asked to stop, and the number of its last transcript entry (0
+		// for none). Every write of a session's turn or transcript is one
+		// statement that locks this row first: writers of one session,
+		// on any replica, are judged and numbered one after another.
+		`CREATE TABLE {s}.chat_sessions (
+			tenant      text        NOT NULL,
+			id          text        NOT NULL,
+			doc         bytea,
+			epoch       bigint      NOT NULL CHECK (epoch >= 0),
+			holder      text        NOT NULL,
+			lease_until timestamptz,
+			cancel      boolean     NOT NULL,
+			seq         bigint      NOT NULL CHECK (seq >= 0),
+			created     timestamptz NOT NULL,
+			updated     timestamptz NOT NULL,
+			PRIMARY KEY (tenant, id)
+		)`,
+		// One row per transcript entry, numbered from 1 per session in the
+		// order stored (by moving the session's seq on), with when it was
+		// stored and the entry byte for byte. A page is a range of the
+		// primary key.
+		`CREATE TABLE {s}.chat_entries (
+			tenant  text        NOT NULL,
+			session text        NOT NULL,
+			seq     bigint      NOT NULL CHECK (seq > 0),
+			at      timestamptz NOT NULL,
+			entry   bytea       NOT NULL,
+			PRIMARY KEY (tenant, session, seq)
+		)`,
+	},
 }
 
 // backfills[v], when set, runs right after the statements of migration v,

@@ -19,11 +19,11 @@ import (
 const DefaultSchema = "planexec"
 
 // Store keeps plans, step results, idempotency claims, approval decisions,
-// runs' histories and what windowed grants spent in PostgreSQL. It
-// implements [planexec.PlanStore], [store.StepStore],
+// runs' histories, what windowed grants spent and conversations in
+// PostgreSQL. It implements [planexec.PlanStore], [store.StepStore],
 // [planexec.IdempotencyStore], [planexec.ApprovalStore], [store.EventStore],
-// [store.RunLister], [store.CeilingStore], [store.Pruner] and
-// [store.Recoverer]. It is safe for concurrent use, and any number of
+// [store.RunLister], [store.CeilingStore], [store.Pruner],
+// [store.Recoverer] and [store.TranscriptStore]. It is safe for concurrent use, and any number of
 // Stores, in one process or many, may share a schema.
 type Store struct {
 	pool     *pgxpool.Pool
@@ -202,6 +202,8 @@ type queries struct {
 	lockHistories, dropHistories, orphanHistories                string
 	dropDecisions, dropSpends                                    string
 	stalled, takeRun, extendRun                                  string
+	createSession, session, takeTurn, writeTurn, appendEntries   string
+	sessionSeq, cancelTurn, transcript, sessionExists            string
 }
 
 func buildQueries(schema string) queries {
@@ -247,5 +249,14 @@ func buildQueries(schema string) queries {
 		stalled:          in(stalledSQL),
 		takeRun:          in(takeRunSQL),
 		extendRun:        in(extendRunSQL),
+		createSession:    in(createSessionSQL),
+		session:          in(sessionSQL),
+		takeTurn:         in(takeTurnSQL),
+		writeTurn:        in(writeTurnSQL),
+		appendEntries:    in(appendEntriesSQL),
+		sessionSeq:       in(sessionSeqSQL),
+		cancelTurn:       in(cancelTurnSQL),
+		transcript:       in(transcriptSQL),
+		sessionExists:    in(sessionExistsSQL),
 	}
 }

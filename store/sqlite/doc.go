@@ -1,6 +1,7 @@
 // Package sqlite is the embedded durable store of planexec: plans, step
-// results, idempotency claims, approval decisions, run histories and what
-// windowed grants spent, in one SQLite file that survives restarts. It uses modernc.org/sqlite, so it
+// results, idempotency claims, approval decisions, run histories, what
+// windowed grants spent and conversations, in one SQLite file that
+// survives restarts. It uses modernc.org/sqlite, so it
 // needs no cgo.
 //
 // # Wiring it in
@@ -24,8 +25,9 @@
 // history can be read from any process that opens the file; a
 // [store.RunLister], so a tenant's runs can be listed by status; a
 // [store.CeilingStore], so every executor over the file counts one window
-// per grant; a [store.Pruner], for Executor.Prune; and a [store.Recoverer],
-// for Executor.Recover.
+// per grant; a [store.Pruner], for Executor.Prune; a [store.Recoverer],
+// for Executor.Recover; and a [store.TranscriptStore], for package chat's
+// conversations.
 //
 // After a crash, open the same file and call Run.Resume (or Run.Do) for the
 // run: finished steps are replayed from their records, a step whose claim is
@@ -142,6 +144,25 @@
 // [store.ErrNewerRecord]), nor one whose document could not be read
 // when schema 3 gave it its status ([store.ErrCorruptRecord]).
 //
+// # Conversations
+//
+// A conversation (store.TranscriptStore) is a row of chat_sessions, with
+// its document byte for byte, its turn lease (epoch, holder, lease_until,
+// cancel) and the number of its last entry (seq), and its transcript, one
+// row of chat_entries per entry, numbered from 1, with when it was stored
+// by the store's clock. Every write (TakeTurn, WriteTurn, AppendEntries,
+// CancelTurn, CreateSession) is one write transaction begun IMMEDIATE: it
+// reads the session's row under the file's write lock, judges the lease
+// (TakeTurn: the epoch is still the one the writer read and no lease is
+// held at its Now; WriteTurn: the epoch is still the turn's and the lease
+// was not released, else [store.ErrTurnHeld] or [store.ErrFenced]),
+// appends the entries numbered on from seq and writes the row back, or
+// writes nothing. Of turns taken at once on one epoch, in one process or
+// several, one takes it; entries are never numbered twice nor with a gap.
+// Transcript reads a range of the entries' primary key (BenchmarkTurnWrite,
+// BenchmarkTranscriptLoad10000). A session not stored is
+// [store.ErrNoRecord], one created twice [store.ErrExists].
+//
 // # Concurrency and durability
 //
 // A *Store is safe for many goroutines, and several processes (or several
@@ -167,7 +188,8 @@
 // processes opening a new file at once migrate it once. The tables are plans
 // (one row per tenant and run), steps (one row per finished step, so writing
 // the thousandth step costs what the first did), claims, approvals, events
-// (one row per event of a run's history) and spends. Besides its document,
+// (one row per event of a run's history), spends, and, from schema 4,
+// chat_sessions and chat_entries (conversations). Besides its document,
 // a run's row has columns for what the run waits for (a JSON array of
 // store.Wait), for the delegation it acts under (the executor's document,
 // byte for byte) and for its holder and lease, each NULL when it has none:
@@ -214,7 +236,9 @@
 // Failures of the database come back as *store.Error with Store
 // "sqlite" and Op naming the operation ("claim", "complete step", "load
 // plan", "append events", "list runs", "spend", "prune", "take run",
-// "migrate"). The SDK's sentinels come back as they are: [store.ErrNoRecord],
-// [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted],
-// [store.ErrCeiling] and [store.ErrDecided], for errors.Is.
+// "take turn", "write turn", "transcript", "migrate"). The SDK's sentinels
+// come back as they are: [store.ErrNoRecord], [store.ErrFenced],
+// [store.ErrInFlight], [store.ErrCompleted], [store.ErrCeiling],
+// [store.ErrDecided], [store.ErrExists] and [store.ErrTurnHeld], for
+// errors.Is.
 package sqlite

@@ -75,6 +75,19 @@ var UpkeepQueries = []struct {
 	{"drop spends", qPruneSpends, []any{"acme", int64(1)}},
 }
 
+// TranscriptQueries are the statements that read sessions and
+// transcripts, with arguments of the kinds they take.
+var TranscriptQueries = []struct {
+	Name  string
+	Query string
+	Args  []any
+}{
+	{"read a session", qSessionGet, []any{"acme", "c1"}},
+	{"read a session's lease", qSessionTurn, []any{"acme", "c1"}},
+	{"read a page of a transcript", qEntriesRead, []any{"acme", "c1", int64(0), 1000}},
+	{"cancel a turn", qSessionCancel, []any{"acme", "c1", int64(1), int64(2)}},
+}
+
 // ClaimFromRow answers req as Claim does once its insert has met a row:
 // from the key's row, in a write transaction.
 func (s *Store) ClaimFromRow(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {

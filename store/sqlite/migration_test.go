@@ -231,8 +231,8 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	}
 
 	var v, nulls int
-	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion || v != 3 {
-		t.Fatalf("user_version = %d, %v; want 3", v, err)
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion || v != 4 {
+		t.Fatalf("user_version = %d, %v; want 4", v, err)
 	}
 	if err := db.QueryRow(`SELECT count(*) FROM plans WHERE waiting IS NULL AND delegation IS NULL`).Scan(&nulls); err != nil || nulls != 3 {
 		t.Errorf("%d runs with NULL waits and delegation (%v), want 3", nulls, err)
@@ -292,6 +292,57 @@ func TestRunsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		if err != nil || got.State != c.state || got.Epoch != c.epoch {
 			t.Errorf("Claim of the old claim %s after Prune = %+v, %v; want state %d under epoch %d (its row kept)", c.key, got, err, c.state, c.epoch)
 		}
+	}
+}
+
+// A file at schema 3, with a run and its history, is carried over to
+// schema 4: the run and its history read back as they were, and the file
+// gains conversations (store.TranscriptStore), none to begin with.
+func TestAFileOfTheThirdSchemaGainsConversations(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "third.db")
+	if err := sqlite.MigrateTo(ctx, path, 3); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	var tables int
+	if err := db.QueryRow(`SELECT count(*) FROM sqlite_master WHERE name IN ('chat_sessions', 'chat_entries')`).Scan(&tables); err != nil || tables != 0 {
+		t.Fatalf("schema 3 has %d of the conversation tables (%v), want none", tables, err)
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	const (
+		plan    = `{"id":"p1","goal":"g","revision":1,"steps":[{"id":"s1","tool":"notify","arguments":{"n":412.50}}]}`
+		planDoc = `{"version":1,"tenant":"acme","run_id":"run-1","plan":` + plan + `,"status":"completed"}`
+		event   = `{"kind":"PLAN_COMPLETED", "n":1}`
+	)
+	mustExec(t, db, `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated) VALUES
+		('acme', 'run-1', 'p1', 1, 'completed', ?, ?, ?)`, planDoc, created.UnixNano(), created.UnixNano())
+	mustExec(t, db, `INSERT INTO events (tenant, run_id, seq, event, stored) VALUES ('acme', 'run-1', 1, ?, ?)`, event, created.UnixNano())
+
+	s := openAt(t, path, sqlite.WithClock(func() time.Time { return created }))
+	var v int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != sqlite.SchemaVersion || v != 4 {
+		t.Fatalf("user_version = %d, %v; want 4", v, err)
+	}
+	if got, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || string(got.Plan) != plan || got.Status != store.RunCompleted {
+		t.Fatalf("LoadPlan = %+v, %v", got, err)
+	}
+	if evs, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(evs) != 1 || string(evs[0].Event) != event {
+		t.Fatalf("Events = %+v, %v", evs, err)
+	}
+	if _, err := s.Session(ctx, "acme", "c1"); !errors.Is(err, store.ErrNoRecord) {
+		t.Fatalf("Session in a migrated file: %v, want ErrNoRecord", err)
+	}
+	if err := s.CreateSession(ctx, store.SessionRecord{Tenant: "acme", ID: "c1", Doc: json.RawMessage(`{"a": 1}`)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.TakeTurn(ctx, &store.TurnWrite{Tenant: "acme", Session: "c1", Holder: "h", Now: created, Until: created.Add(time.Minute),
+		Entries: []json.RawMessage{json.RawMessage(`{"role":"user"}`)}})
+	if err != nil || res != (store.TurnResult{Epoch: 1, Seq: 1}) {
+		t.Fatalf("TakeTurn = %+v, %v", res, err)
+	}
+	if page, err := s.Transcript(ctx, "acme", "c1", 0, 10); err != nil || len(page) != 1 || string(page[0].Entry) != `{"role":"user"}` || !page[0].At.Equal(created) {
+		t.Fatalf("Transcript = %+v, %v", page, err)
 	}
 }
 

@@ -103,6 +103,26 @@ const (
 	qRunExtend  = `UPDATE plans SET lease_expires = ? WHERE tenant = ? AND run_id = ? AND holder IS ? AND status = 'running'`
 	qRunExists  = `SELECT 1 FROM plans WHERE tenant = ? AND run_id = ?`
 
+	// sessions and transcripts (store.TranscriptStore). Every write of a
+	// session runs in a write transaction begun IMMEDIATE: qSessionTurn
+	// reads the lease and the last entry's number under the write lock,
+	// and qSessionWrite writes what the transaction decided from them.
+	qSessionNew = `INSERT INTO chat_sessions (tenant, id, doc, epoch, holder, lease_until, cancel, seq, created, updated)
+		VALUES (?, ?, ?, 0, '', NULL, 0, 0, ?, ?) ON CONFLICT (tenant, id) DO NOTHING`
+	qSessionGet    = `SELECT doc, epoch, holder, lease_until, cancel, seq, created, updated FROM chat_sessions WHERE tenant = ? AND id = ?`
+	qSessionTurn   = `SELECT epoch, holder, lease_until, cancel, seq FROM chat_sessions WHERE tenant = ? AND id = ?`
+	qSessionExists = `SELECT 1 FROM chat_sessions WHERE tenant = ? AND id = ?`
+	// qSessionWrite writes a session's lease and last number, and its
+	// document unless ?6 is NULL.
+	qSessionWrite = `UPDATE chat_sessions SET epoch = ?1, holder = ?2, lease_until = ?3, cancel = ?4, seq = ?5, doc = ifnull(?6, doc), updated = ?7
+		WHERE tenant = ?8 AND id = ?9`
+	// qSessionCancel sets the cancel flag of a turn that holds the lease
+	// at ?3, and the session's updated to ?4 if the flag was clear.
+	qSessionCancel = `UPDATE chat_sessions SET cancel = 1, updated = CASE WHEN cancel THEN updated ELSE ?4 END
+		WHERE tenant = ?1 AND id = ?2 AND holder <> '' AND lease_until > ?3`
+	qEntryAdd    = `INSERT INTO chat_entries (tenant, session, seq, at, entry) VALUES (?, ?, ?, ?, ?)`
+	qEntriesRead = `SELECT seq, at, entry FROM chat_entries WHERE tenant = ? AND session = ? AND seq > ? ORDER BY seq LIMIT ?`
+
 	// pruning: what tenant ?1 finished before ?2. finished is a range of
 	// plans_listed_by_status for each of the two statuses: a run never
 	// updated counts as updated at the least of times, as it is listed.
@@ -139,7 +159,8 @@ var (
 		qDecisionSave, qDecisionGet,
 		qSpendKnown, qSpendWindow, qSpendAdd,
 		qRunTake, qPlanRecord, qRunExtend, qRunExists,
-		qPruneRunEvents, qPruneRunSteps, qPruneRuns, qOrphanHistories, qPruneClaims, qPruneDecisions, qPruneSpends}
+		qPruneRunEvents, qPruneRunSteps, qPruneRuns, qOrphanHistories, qPruneClaims, qPruneDecisions, qPruneSpends,
+		qSessionNew, qSessionTurn, qSessionExists, qSessionWrite, qSessionCancel, qEntryAdd}
 	reads = []string{qPlanLoad, qStepsLoad, qDecisionGet, qEventsRead, qRunsFirst, qRunsAfter, qRunsFirstIn, qRunsAfterIn,
-		qSpendWindow, qStalled}
+		qSpendWindow, qStalled, qSessionGet, qSessionTurn, qSessionExists, qEntriesRead}
 )

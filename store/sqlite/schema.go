@@ -164,6 +164,41 @@ var migrations = [][]string{
 		`CREATE INDEX spends_window ON spends (grant_id, at, amount)`,
 		`CREATE INDEX spends_by_tenant ON spends (tenant, at)`,
 	},
+	{
+		// One row per conversation (store.TranscriptStore): its document,
+		// byte for byte (NULL for none), the lease its running turn holds
+		// (epoch numbers the turns taken, from 1; holder is '' and
+		// lease_until NULL when no turn holds it; lease_until is Unix
+		// nanoseconds), whether the turn was asked to stop, and the number
+		// of its last transcript entry (0 for none). created and updated
+		// are Unix nanoseconds, by the store's clock.
+		`CREATE TABLE chat_sessions (
+			tenant      TEXT NOT NULL,
+			id          TEXT NOT NULL,
+			doc         TEXT,
+			epoch       INTEGER NOT NULL CHECK (epoch >= 0),
+			holder      TEXT NOT NULL,
+			lease_until INTEGER,
+			cancel      INTEGER NOT NULL CHECK (cancel IN (0, 1)),
+			seq         INTEGER NOT NULL CHECK (seq >= 0),
+			created     INTEGER,
+			updated     INTEGER,
+			PRIMARY KEY (tenant, id)
+		) WITHOUT ROWID`,
+		// One row per transcript entry, numbered from 1 per session in the
+		// order stored (the session's seq, moved on in the transaction that
+		// inserts them), with when it was stored (Unix nanoseconds, by the
+		// store's clock) and the entry byte for byte. A page of a
+		// transcript is a range of the primary key.
+		`CREATE TABLE chat_entries (
+			tenant  TEXT NOT NULL,
+			session TEXT NOT NULL,
+			seq     INTEGER NOT NULL CHECK (seq > 0),
+			at      INTEGER NOT NULL,
+			entry   TEXT NOT NULL,
+			PRIMARY KEY (tenant, session, seq)
+		) WITHOUT ROWID`,
+	},
 }
 
 // backfills[v], when set, runs right after the statements that take the

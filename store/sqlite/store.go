@@ -18,8 +18,8 @@ import (
 )
 
 // Store is a durable PlanStore, IdempotencyStore, ApprovalStore,
-// StepStore, EventStore, RunLister, CeilingStore, Pruner and Recoverer in
-// one SQLite file. It is safe for concurrent use by many goroutines, and
+// StepStore, EventStore, RunLister, CeilingStore, Pruner, Recoverer and
+// TranscriptStore in one SQLite file. It is safe for concurrent use by many goroutines, and
 // by several processes opening the same file.
 type Store struct {
 	// w is the pool that writes: one connection, so writers in this process
@@ -238,15 +238,16 @@ func storeErr(op string, err error) error {
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
 // (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted, ErrCeiling,
-// ErrDecided) and store errors as they are, anything else wrapped in a
-// *store.Error.
+// ErrDecided, ErrExists, ErrTurnHeld) and store errors as they are,
+// anything else wrapped in a *store.Error.
 func fail(op string, err error) error {
 	var se *store.Error
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrInFlight), errors.Is(err, store.ErrCompleted),
-		errors.Is(err, store.ErrCeiling), errors.Is(err, store.ErrDecided), errors.As(err, &se):
+		errors.Is(err, store.ErrCeiling), errors.Is(err, store.ErrDecided), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrTurnHeld),
+		errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)
