@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// browser finds a Chromium to drive; without one the test is skipped,
+// unless PLANEXEC_REQUIRE_BROWSER=1 (as in CI), when it fails.
+func browser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("PLANEXEC_REQUIRE_BROWSER") == "1" {
+		t.Fatal("no Chromium found, and PLANEXEC_REQUIRE_BROWSER=1: install the chromium package")
+	}
+	t.Skip("no Chromium found (install the chromium package to run the browser test)")
+	return ""
+}
+
+// TestAPersonAppliesAProposalInThePage: in a real browser, ana asks for two
+// items; the page shows the planner's tool calls as they happen and its
+// proposal as a card; she applies it, the page shows each step done, and
+// the tracker holds the items, the second waiting for the first.
+func TestAPersonAppliesAProposalInThePage(t *testing.T) {
+	exe := browser(t)
+	items := newTracker()
+	srv, err := newServer(scriptedModel(), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		ts.Close()
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, stopAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer stopAlloc()
+	var mu sync.Mutex
+	var thrown []string // what the page's script threw
+	page, stopPage := chromedp.NewContext(alloc, chromedp.WithListener(func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			mu.Lock()
+			d := e.ExceptionDetails
+			if d.Exception != nil && d.Exception.Description != "" {
+				thrown = append(thrown, d.Exception.Description)
+			} else {
+				thrown = append(thrown, d.Text)
+			}
+			mu.Unlock()
+		}
+	}))
+	defer stopPage() // before the server closes: the page's event stream ends with the browser
+
+	// The page as a person uses it: ask, wait for the proposal, apply it,
+	// and wait for the steps' results, which come on the event stream.
+	err = chromedp.Do(page,
+		chromedp.Navigate(ts.URL),
+		chromedp.WaitEnabled(chromedp.CSS(`#send`)),
+		chromedp.SendKeys(chromedp.CSS(`#message`), "plan items for design review and launch checklist"),
+		chromedp.Click(chromedp.CSS(`#send`)),
+		chromedp.WaitVisible(chromedp.CSS(`.proposal button.apply`)),
+	)
+	var calls, steps, outcome, tracker string
+	if err == nil {
+		calls, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`#log`)))
+	}
+	if err == nil {
+		err = chromedp.Do(page,
+			chromedp.Click(chromedp.CSS(`.proposal button.apply`)),
+			chromedp.WaitVisible(chromedp.CSS(`.proposal.applied .step[data-step="d2"][data-status="done"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#items li:nth-child(4)`)),
+		)
+	}
+	if err == nil {
+		steps, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`.proposal ol`)))
+	}
+	if err == nil {
+		outcome, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`.proposal .outcome`)))
+	}
+	if err == nil {
+		tracker, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`#items`)))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(thrown) > 0 {
+		t.Errorf("the page threw: %q", thrown)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"→ list_items ok", "→ propose_plan ok", "I propose creating"} {
+		if !strings.Contains(calls, want) {
+			t.Errorf("the transcript before applying does not show %q:\n%s", want, calls)
+		}
+	}
+	if !strings.Contains(outcome, "completed") || strings.Count(steps, "done") != 3 {
+		t.Errorf("after applying: %q, steps:\n%s", outcome, steps)
+	}
+	design, ok1 := items.find("Design review")
+	launch, ok2 := items.find("Launch checklist")
+	if !ok1 || !ok2 || !slices.Equal(launch.DependsOn, []string{design.ID}) {
+		t.Fatalf("the tracker holds %+v and %+v", design, launch)
+	}
+	if !strings.Contains(tracker, "Launch checklist") || !strings.Contains(tracker, "waits for "+design.ID) {
+		t.Errorf("the page's tracker shows:\n%s", tracker)
+	}
+}

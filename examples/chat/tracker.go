@@ -1,0 +1,229 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/chat"
+)
+
+// Item is one item of the tracker: what every tool returns, so a plan's step
+// can read an earlier step's item ({"$from": "s1", "path": "/id"}).
+type Item struct {
+	ID          string   `json:"id"`
+	Title       string   `json:"title"`
+	Description string   `json:"description,omitempty"`
+	Status      string   `json:"status"`
+	Assignee    string   `json:"assignee,omitempty"`
+	DependsOn   []string `json:"depends_on,omitempty"`
+}
+
+// The tools' arguments: each contract is generated from one of these.
+
+// ListItems is list_items' arguments.
+type ListItems struct {
+	Status string `json:"status,omitempty" validate:"omitempty,oneof=open in_progress done" jsonschema_description:"only items in this status (open, in_progress or done); empty for all"`
+}
+
+// GetItem is get_item's arguments.
+type GetItem struct {
+	ID string `json:"id" validate:"required" jsonschema_description:"the item's id, as T-1"`
+}
+
+// NewItem is create_item's arguments; the title identifies the effect, so
+// one plan cannot create an item twice.
+type NewItem struct {
+	Title       string `json:"title" validate:"required,max=200"`
+	Description string `json:"description,omitempty" validate:"max=2000"`
+	Assignee    string `json:"assignee,omitempty" validate:"max=100"`
+}
+
+// ItemChange is update_item's arguments: what is given changes.
+type ItemChange struct {
+	ID       string `json:"id" validate:"required"`
+	Title    string `json:"title,omitempty" validate:"max=200"`
+	Status   string `json:"status,omitempty" validate:"omitempty,oneof=open in_progress done"`
+	Assignee string `json:"assignee,omitempty" validate:"max=100"`
+}
+
+// Dependency is add_dependency's arguments: Item waits for DependsOn.
+type Dependency struct {
+	Item      string `json:"item" validate:"required" jsonschema_description:"the id of the item that waits"`
+	DependsOn string `json:"depends_on" validate:"required" jsonschema_description:"the id of the item it waits for"`
+}
+
+// tracker is the items, in memory.
+type tracker struct {
+	mu    sync.Mutex
+	items map[string]*Item
+	next  int
+}
+
+// newTracker returns a tracker with a few items to read.
+func newTracker() *tracker {
+	t := &tracker{items: map[string]*Item{}}
+	t.add(NewItem{Title: "Write the release notes", Assignee: "ana"})
+	t.add(NewItem{Title: "Fix the login timeout", Assignee: "ben"})
+	return t
+}
+
+// add stores a new open item.
+func (t *tracker) add(n NewItem) Item {
+	t.next++
+	it := &Item{ID: "T-" + strconv.Itoa(t.next), Title: n.Title, Description: n.Description, Status: "open", Assignee: n.Assignee}
+	t.items[it.ID] = it
+	return *it
+}
+
+// find returns the item with the title, if one has it.
+func (t *tracker) find(title string) (Item, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, it := range t.items {
+		if strings.EqualFold(it.Title, title) {
+			return *it, true
+		}
+	}
+	return Item{}, false
+}
+
+// get is the item with id, or the tool error the planner reads.
+func (t *tracker) get(id string) (*Item, error) {
+	it, ok := t.items[id]
+	if !ok {
+		return nil, &chat.ToolError{Code: "not_found", Message: "There is no item " + strconv.Quote(id) + "."}
+	}
+	return it, nil
+}
+
+// The tools, each a method: reads lock for reading the map, writes change it.
+
+func (t *tracker) list(_ context.Context, a ListItems) ([]Item, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := []Item{}
+	for _, it := range t.items {
+		if a.Status == "" || it.Status == a.Status {
+			out = append(out, *it)
+		}
+	}
+	slices.SortFunc(out, func(a, b Item) int { return cmp.Compare(number(a.ID), number(b.ID)) })
+	return out, nil
+}
+
+func (t *tracker) getItem(_ context.Context, a GetItem) (Item, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it, err := t.get(a.ID)
+	if err != nil {
+		return Item{}, err
+	}
+	return *it, nil
+}
+
+func (t *tracker) create(_ context.Context, n NewItem) (Item, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.add(n), nil
+}
+
+func (t *tracker) update(_ context.Context, c ItemChange) (Item, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it, err := t.get(c.ID)
+	if err != nil {
+		return Item{}, err
+	}
+	if c.Title != "" {
+		it.Title = c.Title
+	}
+	if c.Status != "" {
+		it.Status = c.Status
+	}
+	if c.Assignee != "" {
+		it.Assignee = c.Assignee
+	}
+	return *it, nil
+}
+
+func (t *tracker) depend(_ context.Context, d Dependency) (Item, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	it, err := t.get(d.Item)
+	if err != nil {
+		return Item{}, err
+	}
+	if _, err := t.get(d.DependsOn); err != nil {
+		return Item{}, err
+	}
+	if d.Item == d.DependsOn {
+		return Item{}, &chat.ToolError{Code: "invalid_arguments", Message: "An item cannot wait for itself."}
+	}
+	if !slices.Contains(it.DependsOn, d.DependsOn) {
+		it.DependsOn = append(it.DependsOn, d.DependsOn)
+	}
+	return *it, nil
+}
+
+// number is the n of "T-n", for ordering.
+func number(id string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "T-"))
+	return n
+}
+
+// reads are the tools the planner calls as it talks (permission
+// tracker.read); writes are the tools only a plan a person applies runs
+// (tracker.write).
+func (t *tracker) reads() []*planexec.Tool {
+	return []*planexec.Tool{
+		planexec.MustTool("list_items", "List the tracker's items, oldest first.", t.list),
+		planexec.MustTool("get_item", "Get one item by its id.", t.getItem),
+	}
+}
+
+func (t *tracker) writes() []*planexec.Tool {
+	return []*planexec.Tool{
+		planexec.MustTool("create_item", "Create an open item. Returns it, with its new id.", t.create, planexec.KeyArguments("title")),
+		planexec.MustTool("update_item", "Change an item's title, status or assignee.", t.update),
+		planexec.MustTool("add_dependency", "Make an item wait for another.", t.depend),
+	}
+}
+
+// permissions says which permission each tool needs.
+var permissions = map[string]string{
+	"list_items": "tracker.read", "get_item": "tracker.read",
+	"create_item": "tracker.write", "update_item": "tracker.write", "add_dependency": "tracker.write",
+}
+
+// people are the demo's people and their permissions.
+var people = map[string][]string{
+	"ana": {"tracker.read", "tracker.write"},
+	"ben": {"tracker.read"},
+}
+
+// scope lists the tools a person's permissions allow, sorted.
+func scope(person string) []string {
+	tools := []string{}
+	for tool, need := range permissions {
+		if slices.Contains(people[person], need) {
+			tools = append(tools, tool)
+		}
+	}
+	slices.Sort(tools)
+	return tools
+}
+
+// String describes an item in a line.
+func (it Item) String() string {
+	s := fmt.Sprintf("%s %q (%s", it.ID, it.Title, it.Status)
+	if it.Assignee != "" {
+		s += ", " + it.Assignee
+	}
+	return s + ")"
+}
