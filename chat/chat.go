@@ -30,6 +30,11 @@ const (
 	DefaultMaxResultBytes  = 16 << 10
 )
 
+// CompactNever, as Config.CompactAtTokens, turns compaction off: what
+// Ballet's compact_at_tokens of 0 says (here a zero Config takes the
+// default, as every field does).
+const CompactNever int64 = -1
+
 // Config builds a Chat. Model and Store are required.
 type Config struct {
 	// Model is the planner's model. It is asked for one JSON document per
@@ -62,8 +67,8 @@ type Config struct {
 	MaxRounds int
 	// CompactAtTokens is the estimated context above which the conversation
 	// before the latest person's message is summarised. Default:
-	// DefaultCompactAtTokens (100,000); negative turns compaction off
-	// (Ballet's 0: here the zero value takes the default).
+	// DefaultCompactAtTokens (100,000); CompactNever (or any negative
+	// value) turns compaction off.
 	CompactAtTokens int64
 	// MaxMessageRunes bounds a person's message, in characters. Default:
 	// DefaultMaxMessageRunes (100,000).

@@ -165,9 +165,9 @@ func TestAFailedCompactionIsLoggedAndTheCallProceedsUncompacted(t *testing.T) {
 	}
 }
 
-func TestCompactionIsOffWhenTheThresholdIsNegative(t *testing.T) {
+func TestCompactionIsOffWithCompactNever(t *testing.T) {
 	model := reporting(1_000_000, nil)
-	r := newRig(t, model, func(c *chat.Config) { c.CompactAtTokens = -1 })
+	r := newRig(t, model, func(c *chat.Config) { c.CompactAtTokens = chat.CompactNever })
 	s := r.session("s1")
 	r.turn(ana(), s, "one")
 	out := r.turn(ana(), s, "two")

@@ -373,6 +373,11 @@ func problemOf(err error) (problem, bool) {
 		// hold anything, is only wrapped.
 		return problem{http.StatusForbidden, "forbidden", "The person's delegation does not allow this: " + de.Why + "."}, true
 	}
+	if pve, ok := errors.AsType[*planexec.PlanValidationError](err); ok && pve.Reason == planexec.ReasonNotAllowed {
+		// The person's scope does not cover a step: theirs to know, as a
+		// refusal of who they are, not of the plan.
+		return problem{http.StatusForbidden, "forbidden", "The person may not use " + strconv.Quote(pve.Tool) + ", which step " + strconv.Quote(pve.Step) + " calls; nothing ran."}, true
+	}
 	if refused := applyRefusal(err); refused != "" {
 		return problem{http.StatusUnprocessableEntity, "apply_refused", refused}, true
 	}

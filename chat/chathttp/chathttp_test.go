@@ -744,8 +744,8 @@ func TestAStepThatWaitsForAPersonIsAccepted(t *testing.T) {
 }
 
 // TestAProposalThePersonMayNotRunIsRefused: ben may not create items, so
-// his applying ana's proposal is refused, with the engine's reason, and
-// nothing runs.
+// his applying ana's proposal is forbidden, naming the tool, and nothing
+// runs.
 func TestAProposalThePersonMayNotRunIsRefused(t *testing.T) {
 	f := newFixture(t, options{})
 	f.session("s1")
@@ -754,9 +754,9 @@ func TestAProposalThePersonMayNotRunIsRefused(t *testing.T) {
 	got := s.until("done")
 	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
 	status, body := f.do("ben", "POST", "/sessions/s1/proposals/"+p.ID+"/apply", map[string]any{"steps": []string{"s1"}})
-	e := checkError(t, status, body, http.StatusUnprocessableEntity, "apply_refused")
-	if !strings.Contains(e.Message, "not_allowed") {
-		t.Errorf("message %q does not say the tool is not allowed", e.Message)
+	e := checkError(t, status, body, http.StatusForbidden, "forbidden")
+	if !strings.Contains(e.Message, `"create_item"`) {
+		t.Errorf("message %q does not name the tool ben may not use", e.Message)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -45,9 +45,10 @@
 // fixed words, as the steps that finished had their effect; applying again
 // goes on from where it stopped and never repeats an effect. A step that
 // waits for a person's approval is 202, status "awaiting_approval", with
-// the approvals asked for (id, step, tool, why). An engine that refuses the
-// plan as it stands now (the person's scope does not cover a step, say) is
-// 422 apply_refused, and nothing ran.
+// the approvals asked for (id, step, tool, why). A step the person's scope
+// does not cover is 403 forbidden; an engine that refuses the plan as it
+// stands now otherwise (a tool no longer registered, say) is 422
+// apply_refused. Either way nothing ran.
 //
 // # The event stream
 //
