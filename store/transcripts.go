@@ -54,6 +54,11 @@ func (t TurnState) Held(now time.Time) bool {
 	return t.Holder != "" && now.Before(t.Until)
 }
 
+// ErrMoved reports a conditional append that found the transcript moved on:
+// the session's last entry is no longer the one the writer read. Nothing was
+// written; read what came since and decide again.
+var ErrMoved = errors.New("planexec: the transcript has moved on since it was read")
+
 // TranscriptEntry is one entry of a session's transcript.
 type TranscriptEntry struct {
 	// Seq numbers the session's entries from 1 in the order they were
@@ -129,6 +134,13 @@ type TranscriptStore interface {
 	// proposal, say); it does not touch the lease. It returns the number of
 	// the last entry.
 	AppendEntries(ctx context.Context, tenant, session string, entries []json.RawMessage) (int64, error)
+	// AppendEntriesAfter appends entries as AppendEntries does, but only
+	// while the session's last entry is still number last: a writer that
+	// decides by what the whole transcript says (the first decision on a
+	// proposal stands) reads it to its end and writes only if nothing came
+	// since. Otherwise it is ErrMoved and nothing is written; a session not
+	// stored is ErrNoRecord. It returns the number of the last entry.
+	AppendEntriesAfter(ctx context.Context, tenant, session string, last int64, entries []json.RawMessage) (int64, error)
 	// CancelTurn asks the turn holding the session's lease to stop by
 	// setting its cancel flag. It reports whether a turn held the lease at
 	// now; with none it changes nothing. A session not stored is

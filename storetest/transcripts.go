@@ -210,8 +210,8 @@ func showSession(r store.SessionRecord) string {
 //     no turn (whatever the record says), Created and Updated from the
 //     store's clock; creating it again is ErrExists and leaves the first.
 //   - A session never created, or another tenant's, is ErrNoRecord to
-//     Session, Transcript, TakeTurn, CancelTurn and AppendEntries, and the
-//     same id in two tenants is two sessions.
+//     Session, Transcript, TakeTurn, CancelTurn, AppendEntries and
+//     AppendEntriesAfter, and the same id in two tenants is two sessions.
 //   - TakeTurn at the session's epoch with the lease free takes the next
 //     epoch, holds the lease for its holder until its Until, and appends
 //     its entries numbered on from the last, stamped with the store's
@@ -230,10 +230,16 @@ func showSession(r store.SessionRecord) string {
 //     turn holding the lease it reports false and changes nothing.
 //   - AppendEntries appends with or without a turn, touching no lease, and
 //     numbers on with the turns' writes without gap or repeat.
+//   - AppendEntriesAfter appends as AppendEntries does while the session's
+//     last entry is still the one given; once another write (a turn's, an
+//     AppendEntries) appended since, or given a number the session never
+//     reached, it is ErrMoved and writes nothing. With no entries it
+//     reports the last number, or ErrMoved, and writes nothing.
 //   - Transcript pages after a number, at most limit at a time, none past
 //     the end; what goes in and comes out are copies.
 //   - Of goroutines racing to take one epoch exactly one wins, the rest
-//     ErrTurnHeld; goroutines appending at once, in a turn and out of one,
+//     ErrTurnHeld; of goroutines racing AppendEntriesAfter after one entry
+//     exactly one appends, the rest ErrMoved; goroutines appending at once, in a turn and out of one,
 //     number every entry once, 1 to n, each write's entries together.
 //
 // A cancelled context is not checked here: the suite asks that of no store
@@ -292,7 +298,7 @@ func runTranscripts(t *testing.T, open Open) {
 		c.expectTranscript(t, "acme", "s-1", entryDocs("a", 2))
 	})
 
-	t.Run("A session never created is ErrNoRecord to Session, Transcript, TakeTurn, CancelTurn and AppendEntries", func(t *testing.T) {
+	t.Run("A session never created is ErrNoRecord to Session, Transcript, TakeTurn, CancelTurn, AppendEntries and AppendEntriesAfter", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.expectNoSession(t, "acme", "s-never")
 	})
@@ -598,6 +604,66 @@ func runTranscripts(t *testing.T, open Open) {
 			entryDocs("write", 2), entryDocs("end", 1), entryDocs("after", 1)))
 	})
 
+	t.Run("AppendEntriesAfter appends while the last entry is the one read, and is ErrMoved, writing nothing, once another write came between", func(t *testing.T) {
+		c := setupTalk(t, open)
+		c.create(t, "acme", "s-1", sessionDoc("tea"))
+		appendAfter := func(last int64, entries []json.RawMessage, want int64) {
+			t.Helper()
+			before := c.session(t, "acme", "s-1")
+			c.clk.Advance(time.Second)
+			at := c.clk.Now()
+			got, err := c.ts.AppendEntriesAfter(c.ctx, "acme", "s-1", last, entries)
+			if err != nil || got != want {
+				t.Fatalf("AppendEntriesAfter %d of %d entries = %d, %v; want %d", last, len(entries), got, err, want)
+			}
+			c.expectTurn(t, "acme", "s-1", before.Turn)
+			if len(entries) == 0 {
+				c.expectUnchanged(t, before, fmt.Sprintf("AppendEntriesAfter %d of no entries", last))
+				return
+			}
+			for _, e := range c.transcript(t, "acme", "s-1")[last:] {
+				if !sameInstant(e.At, at) {
+					t.Errorf("entry %d stored at %v, want %v, the store's clock at AppendEntriesAfter", e.Seq, e.At, at)
+				}
+			}
+		}
+		moved := func(last int64, why string) {
+			t.Helper()
+			before := c.session(t, "acme", "s-1")
+			c.clk.Advance(time.Second)
+			for _, entries := range [][]json.RawMessage{entryDocs("stale", 2), nil} {
+				if got, err := c.ts.AppendEntriesAfter(c.ctx, "acme", "s-1", last, entries); !errors.Is(err, store.ErrMoved) {
+					t.Errorf("AppendEntriesAfter %d of %d entries %s = %d, %v; want ErrMoved", last, len(entries), why, got, err)
+				}
+			}
+			c.expectUnchanged(t, before, fmt.Sprintf("AppendEntriesAfter %d %s", last, why))
+		}
+
+		appendAfter(0, entryDocs("first", 2), 2)
+		moved(0, "after its own write")
+		moved(3, "past the last entry")
+		appendAfter(2, nil, 2)
+
+		c.take(t, c.write(0, "turn-a", entryDocs("take", 2)))
+		moved(2, "after a turn's write")
+		appendAfter(4, entryDocs("during", 1), 5) // within the turn, its lease untouched
+		// A write that appends nothing leaves the last entry where it was.
+		w := c.write(1, "turn-a", nil)
+		w.Doc = sessionDoc("written")
+		c.writeTurn(t, w)
+		appendAfter(5, entryDocs("unmoved", 1), 6)
+		c.writeTurn(t, c.write(1, "turn-a", entryDocs("write", 1)))
+		moved(6, "after a turn's write")
+
+		if _, err := c.ts.AppendEntries(c.ctx, "acme", "s-1", entryDocs("other", 2)); err != nil {
+			t.Fatalf("AppendEntries: %v", err)
+		}
+		moved(7, "after an AppendEntries")
+		appendAfter(9, entryDocs("last", 1), 10)
+		c.expectTranscript(t, "acme", "s-1", concat(entryDocs("first", 2), entryDocs("take", 2), entryDocs("during", 1),
+			entryDocs("unmoved", 1), entryDocs("write", 1), entryDocs("other", 2), entryDocs("last", 1)))
+	})
+
 	t.Run("Transcript pages after a number, at most limit at a time, and none past the end", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.create(t, "acme", "s-1", sessionDoc("tea"))
@@ -712,6 +778,45 @@ func runTranscripts(t *testing.T, open Open) {
 		c.expectTranscript(t, "acme", "s-1", entryDocs(winners[0], 2))
 	})
 
+	t.Run("Of writers racing to append after one entry, exactly one appends and the rest are ErrMoved", func(t *testing.T) {
+		c := setupTalk(t, open)
+		c.create(t, "acme", "s-1", sessionDoc("tea"))
+		if _, err := c.ts.AppendEntries(c.ctx, "acme", "s-1", entryDocs("first", 1)); err != nil {
+			t.Fatalf("AppendEntries: %v", err)
+		}
+		const racers = 16
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []string
+		)
+		start := make(chan struct{})
+		for i := range racers {
+			name := fmt.Sprintf("writer-%02d", i)
+			wg.Go(func() {
+				<-start
+				last, err := c.ts.AppendEntriesAfter(c.ctx, "acme", "s-1", 1, entryDocs(name, 2))
+				switch {
+				case err == nil:
+					if last != 3 {
+						t.Errorf("AppendEntriesAfter by %s = %d, want 3", name, last)
+					}
+					mu.Lock()
+					winners = append(winners, name)
+					mu.Unlock()
+				case !errors.Is(err, store.ErrMoved):
+					t.Errorf("AppendEntriesAfter by %s: %v, want ErrMoved or success", name, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("%d writers appended after entry 1 (%v), want exactly one", len(winners), winners)
+		}
+		c.expectTranscript(t, "acme", "s-1", concat(entryDocs("first", 1), entryDocs(winners[0], 2)))
+	})
+
 	t.Run("Writers appending at once, in a turn and out of one, number every entry once, 1 to n, each write's entries together", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.create(t, "acme", "s-1", sessionDoc("tea"))
@@ -801,5 +906,10 @@ func (c talk) expectNoSession(t *testing.T, tenant, id string) {
 	}
 	if _, err := c.ts.AppendEntries(c.ctx, tenant, id, entryDocs("x", 1)); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("AppendEntries to %s/%s: %v, want ErrNoRecord", tenant, id, err)
+	}
+	for _, entries := range [][]json.RawMessage{entryDocs("x", 1), nil} {
+		if _, err := c.ts.AppendEntriesAfter(c.ctx, tenant, id, 0, entries); !errors.Is(err, store.ErrNoRecord) {
+			t.Errorf("AppendEntriesAfter 0 of %d entries to %s/%s: %v, want ErrNoRecord", len(entries), tenant, id, err)
+		}
 	}
 }

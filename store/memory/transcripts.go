@@ -132,6 +132,24 @@ func (s *Store) AppendEntries(_ context.Context, tenant, session string, entries
 	return c.rec.Seq, nil
 }
 
+// AppendEntriesAfter implements store.TranscriptStore.
+func (s *Store) AppendEntriesAfter(_ context.Context, tenant, session string, last int64, entries []json.RawMessage) (int64, error) {
+	entries = cloneAll(entries)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.conversation(tenant, session)
+	if err != nil {
+		return 0, err
+	}
+	if c.rec.Seq != last {
+		return 0, store.ErrMoved
+	}
+	if len(entries) > 0 {
+		c.write(nil, entries, s.now())
+	}
+	return c.rec.Seq, nil
+}
+
 // CancelTurn implements store.TranscriptStore.
 func (s *Store) CancelTurn(_ context.Context, tenant, session string, now time.Time) (bool, error) {
 	s.mu.Lock()

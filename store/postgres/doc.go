@@ -254,17 +254,21 @@
 // # Conversations
 //
 // Every write of a conversation's turn or transcript (TakeTurn, WriteTurn,
-// AppendEntries) is one statement, so one implicit transaction. Turn
-// writes lock the session's row first (SELECT … FOR UPDATE in a CTE,
-// which waits for the last writer and reads its version), judge the lease
-// from it (TakeTurn: the epoch is still the one the writer read and no
-// lease is held at its Now; WriteTurn: the epoch is still the turn's and
-// the lease was not released), then update the row and append the
-// entries, numbered on from seq, or change nothing and return
-// [store.ErrTurnHeld] or [store.ErrFenced]. AppendEntries moves seq on by
-// one UPDATE, which locks the row likewise. Writers of one session, on any
-// replica, are so judged and numbered one after another, in commit order:
-// of turns taken at once on one epoch one takes it, and entries are
+// AppendEntries, AppendEntriesAfter) is one statement, so one implicit
+// transaction. Turn writes lock the session's row first (SELECT … FOR
+// UPDATE in a CTE, which waits for the last writer and reads its version),
+// judge the lease from it (TakeTurn: the epoch is still the one the
+// writer read and no lease is held at its Now; WriteTurn: the epoch is
+// still the turn's and the lease was not released), then update the row
+// and append the entries, numbered on from seq, or change nothing and
+// return [store.ErrTurnHeld] or [store.ErrFenced]. AppendEntries moves
+// seq on by one UPDATE, which locks the row likewise; AppendEntriesAfter's
+// matches the row only while seq is still the number the writer read (an
+// UPDATE that waited for the lock judges the row as the last writer left
+// it), else it changes nothing and returns [store.ErrMoved]. Writers of one
+// session, on any replica, are so judged and numbered one after another,
+// in commit order: of turns taken at once on one epoch one takes it, of
+// writers appending after one number at once one appends, and entries are
 // numbered once, without gap. CancelTurn is one conditional UPDATE.
 // Transcript reads a range of the entries' primary key. Times are the
 // store's clock ([WithClock]; by default the database's), kept to the
@@ -294,7 +298,8 @@
 // operation in Op; nothing is recorded as done that was not. Answers are the
 // planexec sentinels, as the memory store gives them: [store.ErrNoRecord],
 // [store.ErrFenced], [store.ErrInFlight], [store.ErrCompleted],
-// [store.ErrDecided], [store.ErrExists], [store.ErrTurnHeld].
+// [store.ErrDecided], [store.ErrExists], [store.ErrTurnHeld],
+// [store.ErrMoved].
 //
 // # Testing
 //

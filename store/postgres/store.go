@@ -204,6 +204,7 @@ type queries struct {
 	stalled, takeRun, extendRun                                  string
 	createSession, session, takeTurn, writeTurn, appendEntries   string
 	sessionSeq, cancelTurn, transcript, sessionExists            string
+	appendAfter                                                  string
 }
 
 func buildQueries(schema string) queries {
@@ -254,6 +255,7 @@ func buildQueries(schema string) queries {
 		takeTurn:         in(takeTurnSQL),
 		writeTurn:        in(writeTurnSQL),
 		appendEntries:    in(appendEntriesSQL),
+		appendAfter:      in(appendEntriesAfterSQL),
 		sessionSeq:       in(sessionSeqSQL),
 		cancelTurn:       in(cancelTurnSQL),
 		transcript:       in(transcriptSQL),

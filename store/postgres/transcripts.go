@@ -74,19 +74,25 @@ SELECT EXISTS (SELECT 1 FROM cur), turn.epoch, turn.seq, turn.was FROM (VALUES (
 	RETURNING t.epoch, t.seq, cur.cancel AS was` + turnEnd
 
 	// appendEntriesSQL appends the entries $3 to session $2 of tenant $1
-	// at the clock $4's time (NULL: the database's), and returns the
-	// number of the last; no row for a session not stored. The UPDATE
-	// locks the row and moves seq on from what the last writer left.
-	appendEntriesSQL = `WITH turn AS (
+	// at the clock $4's time (NULL: the database's), and says whether the
+	// session exists and the number of the last entry if the entries were
+	// appended (NULL otherwise). The UPDATE locks the row and moves seq on
+	// from what the last writer left. appendEntriesAfterSQL appends only
+	// while that is still $5: an UPDATE that waited for the row's lock
+	// judges the row as the writer it waited for left it.
+	appendEntriesSQL      = appendHead + appendTail
+	appendEntriesAfterSQL = appendHead + ` AND seq = $5::bigint` + appendTail
+	appendHead            = `WITH turn AS (
 	UPDATE {s}.chat_sessions SET seq = seq + cardinality($3::bytea[]), updated = coalesce($4::timestamptz, now())
-	WHERE tenant = $1 AND id = $2
+	WHERE tenant = $1 AND id = $2`
+	appendTail = `
 	RETURNING seq
 ), appended AS (
 	INSERT INTO {s}.chat_entries (tenant, session, seq, at, entry)
 	SELECT $1, $2, turn.seq - cardinality($3::bytea[]) + e.n, coalesce($4::timestamptz, now()), e.entry
 	FROM turn, unnest($3::bytea[]) WITH ORDINALITY AS e(entry, n)
 )
-SELECT seq FROM turn`
+SELECT EXISTS (SELECT 1 FROM {s}.chat_sessions WHERE tenant = $1 AND id = $2), (SELECT seq FROM turn)`
 	sessionSeqSQL = `SELECT seq FROM {s}.chat_sessions WHERE tenant = $1 AND id = $2`
 	// cancelTurnSQL sets the cancel flag if a turn holds the lease at $3
 	// (and the session's updated to the clock $4's time if the flag was
@@ -206,23 +212,50 @@ func (s *Store) turn(ctx context.Context, op, sql string, w *store.TurnWrite, re
 // and stores the entries and moves the session's last number on, whole or
 // not at all. The lease is left as it is.
 func (s *Store) AppendEntries(ctx context.Context, tenant, session string, entries []json.RawMessage) (int64, error) {
-	const op = "append entries"
+	return s.appendOutside(ctx, "append entries", tenant, session, nil, entries)
+}
+
+// AppendEntriesAfter implements store.TranscriptStore: AppendEntries's
+// statement, whose UPDATE matches the session's row only while its last
+// number is still last. Of writers appending after one number at once, on
+// any replica, one appends and the others get store.ErrMoved.
+func (s *Store) AppendEntriesAfter(ctx context.Context, tenant, session string, last int64, entries []json.RawMessage) (int64, error) {
+	return s.appendOutside(ctx, "append entries after", tenant, session, &last, entries)
+}
+
+// appendOutside runs AppendEntries's statement or, with after, that of
+// AppendEntriesAfter, which writes only while the session's last number is
+// still *after.
+func (s *Store) appendOutside(ctx context.Context, op, tenant, session string, after *int64, entries []json.RawMessage) (int64, error) {
 	var (
-		last int64
-		err  error
+		found = true
+		last  pgtype.Int8
+		err   error
 	)
-	if len(entries) == 0 {
-		err = s.scan(ctx, s.q.sessionSeq, []any{tenant, session}, &last)
-	} else {
-		err = s.scan(ctx, s.q.appendEntries, []any{tenant, session, eventsParam(entries), s.now()}, &last)
+	switch {
+	case len(entries) == 0: // nothing to write: the number is read
+		if err = s.scan(ctx, s.q.sessionSeq, []any{tenant, session}, &last); errors.Is(err, pgx.ErrNoRows) {
+			found, err = false, nil
+		}
+	case after == nil:
+		err = s.scan(ctx, s.q.appendEntries, []any{tenant, session, eventsParam(entries), s.now()}, &found, &last)
+	default:
+		err = s.scan(ctx, s.q.appendAfter, []any{tenant, session, eventsParam(entries), s.now(), *after}, &found, &last)
 	}
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, store.ErrNoRecord
 	case err != nil:
 		return 0, storeErr(op, err)
+	case !found:
+		return 0, store.ErrNoRecord
+	case after != nil && (!last.Valid || last.Int64 != *after+int64(len(entries))):
+		// Refused by the UPDATE or, with nothing to write, read moved on.
+		return 0, store.ErrMoved
+	case !last.Valid:
+		// The row went between the statement's snapshot and its UPDATE,
+		// though no method of the store deletes one.
+		return 0, store.ErrNoRecord
 	}
-	return last, nil
+	return last.Int64, nil
 }
 
 // CancelTurn implements store.TranscriptStore: one conditional UPDATE.

@@ -407,3 +407,63 @@ func raceTurns(t *testing.T, ctx context.Context, stores []store.TranscriptStore
 		}
 	}
 }
+
+// Writers on two replicas append after the last entry they read, over and
+// over, reading again when another came between: no two appends are made
+// after one number, each writer's append lands right after the entry it
+// read, and the store's refusal is store.ErrMoved itself.
+func TestTranscriptAppendsAfterOneNumberAreExclusive(t *testing.T) {
+	ctx := context.Background()
+	clk := storetest.NewClock()
+	s1, schema := newStore(t, postgres.WithClock(clk.Now))
+	s2 := replicaStore(t, schema, 8)
+	raceAppendsAfter(t, ctx, []store.TranscriptStore{s1, s2})
+}
+
+func raceAppendsAfter(t *testing.T, ctx context.Context, stores []store.TranscriptStore) {
+	if err := stores[0].CreateSession(ctx, store.SessionRecord{Tenant: "acme", ID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 6, 10
+	var (
+		wg    sync.WaitGroup
+		after sync.Map // the number appended after → the writer
+	)
+	for i := range workers {
+		wg.Go(func() {
+			ts, writer := stores[i%len(stores)], fmt.Sprint("w", i)
+			for done := 0; done < each; {
+				rec, err := ts.Session(ctx, "acme", "c1")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				last, err := ts.AppendEntriesAfter(ctx, "acme", "c1", rec.Seq, entryDocs(fmt.Sprint(writer, ".", done), 1))
+				if err == store.ErrMoved { // the sentinel as it is, not wrapped
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if last != rec.Seq+1 {
+					t.Errorf("%s appended after %d and got %d", writer, rec.Seq, last)
+				}
+				if other, dup := after.LoadOrStore(rec.Seq, writer); dup {
+					t.Errorf("%s and %s both appended after %d", other, writer, rec.Seq)
+				}
+				done++
+			}
+		})
+	}
+	wg.Wait()
+	got, err := stores[1].Transcript(ctx, "acme", "c1", 0, 1<<20)
+	if err != nil || len(got) != workers*each {
+		t.Fatalf("Transcript = %d entries, %v; want %d", len(got), err, workers*each)
+	}
+	for i, e := range got {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("entry %d is numbered %d", i, e.Seq)
+		}
+	}
+}

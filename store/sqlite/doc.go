@@ -151,14 +151,17 @@
 // cancel) and the number of its last entry (seq), and its transcript, one
 // row of chat_entries per entry, numbered from 1, with when it was stored
 // by the store's clock. Every write (TakeTurn, WriteTurn, AppendEntries,
-// CancelTurn, CreateSession) is one write transaction begun IMMEDIATE: it
-// reads the session's row under the file's write lock, judges the lease
-// (TakeTurn: the epoch is still the one the writer read and no lease is
-// held at its Now; WriteTurn: the epoch is still the turn's and the lease
-// was not released, else [store.ErrTurnHeld] or [store.ErrFenced]),
-// appends the entries numbered on from seq and writes the row back, or
-// writes nothing. Of turns taken at once on one epoch, in one process or
-// several, one takes it; entries are never numbered twice nor with a gap.
+// AppendEntriesAfter, CancelTurn, CreateSession) is one write transaction
+// begun IMMEDIATE: it reads the session's row under the file's write lock,
+// judges the lease (TakeTurn: the epoch is still the one the writer read
+// and no lease is held at its Now; WriteTurn: the epoch is still the
+// turn's and the lease was not released, else [store.ErrTurnHeld] or
+// [store.ErrFenced]) or, for AppendEntriesAfter, the last number (still
+// the one the writer read, else [store.ErrMoved]), appends the entries
+// numbered on from seq and writes the row back, or writes nothing. Of
+// turns taken at once on one epoch, in one process or several, one takes
+// it, and of writers appending after one number at once one appends;
+// entries are never numbered twice nor with a gap.
 // Transcript reads a range of the entries' primary key (BenchmarkTurnWrite,
 // BenchmarkTranscriptLoad10000). A session not stored is
 // [store.ErrNoRecord], one created twice [store.ErrExists].
@@ -239,6 +242,6 @@
 // "take turn", "write turn", "transcript", "migrate"). The SDK's sentinels
 // come back as they are: [store.ErrNoRecord], [store.ErrFenced],
 // [store.ErrInFlight], [store.ErrCompleted], [store.ErrCeiling],
-// [store.ErrDecided], [store.ErrExists] and [store.ErrTurnHeld], for
-// errors.Is.
+// [store.ErrDecided], [store.ErrExists], [store.ErrTurnHeld] and
+// [store.ErrMoved], for errors.Is.
 package sqlite

@@ -238,7 +238,7 @@ func storeErr(op string, err error) error {
 
 // fail returns err as a method of the store returns it: the SDK's sentinels
 // (ErrNoRecord, ErrFenced, ErrInFlight, ErrCompleted, ErrCeiling,
-// ErrDecided, ErrExists, ErrTurnHeld) and store errors as they are,
+// ErrDecided, ErrExists, ErrTurnHeld, ErrMoved) and store errors as they are,
 // anything else wrapped in a *store.Error.
 func fail(op string, err error) error {
 	var se *store.Error
@@ -247,7 +247,7 @@ func fail(op string, err error) error {
 		return nil
 	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrInFlight), errors.Is(err, store.ErrCompleted),
 		errors.Is(err, store.ErrCeiling), errors.Is(err, store.ErrDecided), errors.Is(err, store.ErrExists), errors.Is(err, store.ErrTurnHeld),
-		errors.As(err, &se):
+		errors.Is(err, store.ErrMoved), errors.As(err, &se):
 		return err
 	}
 	return storeErr(op, err)

@@ -145,33 +145,50 @@ func appendEntries(ctx context.Context, tx on, tenant, session string, last int6
 // transaction begun IMMEDIATE, whole or not at all. The lease is left as
 // it is.
 func (s *Store) AppendEntries(ctx context.Context, tenant, session string, entries []json.RawMessage) (int64, error) {
-	const op = "append entries"
+	return s.appendOutside(ctx, "append entries", tenant, session, nil, entries)
+}
+
+// AppendEntriesAfter implements store.TranscriptStore, in AppendEntries's
+// transaction: the session's last number is read under the write lock, so
+// of writers appending after one number at once, in this process or
+// another, one appends and the others get store.ErrMoved.
+func (s *Store) AppendEntriesAfter(ctx context.Context, tenant, session string, last int64, entries []json.RawMessage) (int64, error) {
+	return s.appendOutside(ctx, "append entries after", tenant, session, &last, entries)
+}
+
+// appendOutside runs AppendEntries's write or, with after, that of
+// AppendEntriesAfter, which writes only while the session's last number is
+// still *after.
+func (s *Store) appendOutside(ctx context.Context, op, tenant, session string, after *int64, entries []json.RawMessage) (int64, error) {
 	var last int64
 	read := func(o on) (t store.TurnState, until sql.NullInt64, err error) {
 		err = o.row(ctx, qSessionTurn, tenant, session).Scan(&t.Epoch, &t.Holder, &until, &t.Cancel, &last)
-		if errors.Is(err, sql.ErrNoRows) {
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
 			err = store.ErrNoRecord
+		case err == nil && after != nil && last != *after:
+			err = store.ErrMoved
 		}
 		return t, until, err
 	}
+	var err error
 	if len(entries) == 0 { // nothing to write: the number is read
-		if _, _, err := read(on{s.rs, nil}); err != nil {
-			return 0, fail(op, err)
-		}
-		return last, nil
+		_, _, err = read(on{s.rs, nil})
+		err = fail(op, err)
+	} else {
+		err = s.write(ctx, op, func(tx on) error {
+			t, until, err := read(tx)
+			if err != nil {
+				return err
+			}
+			now := s.now()
+			if last, err = appendEntries(ctx, tx, tenant, session, last, entries, now); err != nil {
+				return err
+			}
+			_, err = tx.exec(ctx, qSessionWrite, t.Epoch, t.Holder, until, t.Cancel, last, nil, nanos(now), tenant, session)
+			return err
+		})
 	}
-	err := s.write(ctx, op, func(tx on) error {
-		t, until, err := read(tx)
-		if err != nil {
-			return err
-		}
-		now := s.now()
-		if last, err = appendEntries(ctx, tx, tenant, session, last, entries, now); err != nil {
-			return err
-		}
-		_, err = tx.exec(ctx, qSessionWrite, t.Epoch, t.Holder, until, t.Cancel, last, nil, nanos(now), tenant, session)
-		return err
-	})
 	if err != nil {
 		return 0, err
 	}
