@@ -1199,3 +1199,39 @@ func TestARevocationByTheAuthorizerStopsTheNextStep(t *testing.T) {
 		t.Errorf("the authorizer was asked about %v, want each step just before it ran", authorized)
 	}
 }
+
+func TestAuthorizeAsksTheAuthorizerOfEachStepAndRunsNothing(t *testing.T) {
+	errNo := errors.New("policy 7: no bookings this week")
+	var asked []string
+	r := &recorder{}
+	run, gate := newExecutor(t, r, func(s *setup) {
+		s.Authorizer = planexec.AuthorizerFunc(func(_ context.Context, d planexec.Delegation, s planexec.Step) error {
+			asked = append(asked, d.User+"/"+s.ID)
+			if s.Tool == "book_flight" {
+				return errNo
+			}
+			return nil
+		})
+	})
+
+	err := run.Authorize(context.Background(), tripPlan())
+
+	var de *planexec.DelegationError
+	if !errors.As(err, &de) || de.Step != "s2" || de.Tool != "book_flight" || !errors.Is(err, errNo) {
+		t.Fatalf("err = %v, want a *DelegationError for s2 (book_flight) wrapping the authorizer's", err)
+	}
+	if !slices.Equal(asked, []string{"dana/s1", "dana/s2"}) {
+		t.Errorf("the authorizer was asked about %v, want each step up to the refused one", asked)
+	}
+	if len(r.Calls()) != 0 || len(gate.Asked()) != 0 || len(run.Events()) != 0 {
+		t.Errorf("Authorize ran %v, asked %v, recorded %v", r.Calls(), gate.Asked(), kinds(run.Events()))
+	}
+	plain, _ := newExecutor(t, r, nil)
+	if err := plain.Authorize(context.Background(), tripPlan()); err != nil {
+		t.Errorf("with no authorizer: %v", err)
+	}
+	expired, _ := newExecutor(t, r, func(s *setup) { s.Delegation.Expires = time.Now().Add(-time.Minute) })
+	if err := expired.Authorize(context.Background(), tripPlan()); !errors.As(err, &de) || de.Why != "the delegation expired" {
+		t.Errorf("an expired delegation: %v", err)
+	}
+}

@@ -218,6 +218,30 @@ func (r *Run) Validate(plan Plan) error {
 	return nil
 }
 
+// Authorize asks for each step of plan what is asked just before the step
+// runs: whether the run's delegation has expired, and Config.Authorizer.
+// With Validate, it tells whether a plan would be let run now, before
+// anything runs or is stored (a plan proposed for a person to apply, say).
+// A step not covered is a *DelegationError naming it, wrapping the
+// authorizer's error.
+func (r *Run) Authorize(ctx context.Context, plan Plan) error {
+	d := &r.d
+	if d.expired(r.ex.cfg.Now()) {
+		return &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
+	}
+	if r.ex.cfg.Authorizer == nil {
+		return nil
+	}
+	names := max(r.ex.cfg.Limits.MaxIDLength, 64)
+	for i := range plan.Steps {
+		s := &plan.Steps[i]
+		if err := r.ex.cfg.Authorizer.Authorize(ctx, *d, *s); err != nil {
+			return &DelegationError{RunID: d.RunID, Step: clip(s.ID, names), Tool: clip(s.Tool, names), Why: "not authorized", Err: err}
+		}
+	}
+	return nil
+}
+
 // Execute validates plan, clears every step that needs a person or a grant,
 // stores the plan, and runs it: each step starts as soon as all it depends on
 // finished, up to Config.Concurrency at once. A denial or refusal during
