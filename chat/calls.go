@@ -15,10 +15,35 @@ import (
 	"github.com/planexec/planexec/llm"
 )
 
-// ask calls the model with the conversation and decodes its answer. Every
-// call is metered, an answer that came with an error too.
+// maxFixes is how many times in a row the model is asked again for an
+// answer out of form, before the turn fails.
+const maxFixes = 2
+
+// ask calls the model with the conversation and decodes its answer. An
+// answer out of form is told back to the model to fix, up to maxFixes times;
+// what it wrote then is on no record. Every call is metered, an answer that
+// came with an error too.
 func (t *turn) ask() (*answerWire, *llm.Response, error) {
-	req := &llm.Request{System: t.c.system(t.doc.Skill), Messages: messages(t.doc.Summary, t.history), Output: t.c.answer}
+	msgs := messages(t.doc.Summary, t.history)
+	for fixes := 0; ; fixes++ {
+		ans, resp, err := t.askOnce(msgs)
+		var bad *malformedAnswer
+		if !errors.As(err, &bad) || fixes == maxFixes || t.stopped() {
+			return ans, resp, err
+		}
+		if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleUser {
+			// Roles alternate: the model's answer, then the note.
+			wrote := strings.ToValidUTF8(clipRunes(resp.Content, 2000), "\uFFFD")
+			if strings.TrimSpace(wrote) == "" {
+				wrote = "(an answer with no text)"
+			}
+			msgs = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: wrote}, llm.Message{Role: llm.RoleUser, Content: bad.fix()})
+		}
+	}
+}
+
+func (t *turn) askOnce(msgs []llm.Message) (*answerWire, *llm.Response, error) {
+	req := &llm.Request{System: t.c.system(t.doc.Skill), Messages: msgs, Output: t.c.answer}
 	resp, err := t.c.cfg.Model.Generate(t.ctx, req)
 	if resp != nil {
 		t.meter(resp)
@@ -123,7 +148,7 @@ var proposedDecoder = func() *strictjson.Decoder {
 
 // propose validates a proposed plan as if it were to run now, under the
 // person's authority: the engine's validation (tools, scope, arguments,
-// dependencies, references), and the authorizer for each step.
+// dependencies, references) and its authorizer for each step.
 func (t *turn) propose(c *Call) (*Proposal, *ToolError) {
 	var pp ProposedPlan
 	if vs := proposedDecoder.Decode(c.Arguments, &pp, strictjson.Limits{MaxDepth: 64, MaxBytes: maxAnswerBytes}); vs != nil {
@@ -134,27 +159,29 @@ func (t *turn) propose(c *Call) (*Proposal, *ToolError) {
 		return nil, &ToolError{Code: "invalid_plan", Message: msg}
 	}
 	plan := pp.plan()
-	d := t.planner
+	// As it would run when applied: under the person's delegation.
+	d := t.person
 	d.RunID = ""
 	run, err := t.c.cfg.Engine.Run(d)
 	if err == nil {
 		err = run.Validate(plan)
 	}
-	var pve *planexec.PlanValidationError
+	if err == nil {
+		err = run.Authorize(t.ctx, plan)
+	}
+	var (
+		pve *planexec.PlanValidationError
+		de  *planexec.DelegationError
+	)
 	switch {
 	case errors.As(err, &pve) && pve.Reason == planexec.ReasonNotAllowed && pve.Tool != "":
 		return nil, forbidden(pve.Tool)
 	case errors.As(err, &pve):
 		return nil, &ToolError{Code: "invalid_plan", Message: describe(pve) + " Nothing was proposed; propose the whole plan again, corrected."}
+	case errors.As(err, &de) && de.Tool != "":
+		return nil, forbidden(de.Tool)
 	case err != nil:
 		return nil, t.toolError(c, err)
-	}
-	if a := t.c.cfg.Authorizer; a != nil {
-		for _, s := range plan.Steps {
-			if a.Authorize(t.ctx, t.planner, s) != nil {
-				return nil, forbidden(s.Tool)
-			}
-		}
 	}
 	p := &Proposal{ID: c.ID, Plan: pp}
 	for _, s := range plan.Steps {

@@ -51,13 +51,16 @@ type Config struct {
 	// planner changes things only by proposing a plan.
 	Reads []*planexec.Tool
 	// Engine runs the proposals a person applies, under that person's
-	// delegation, with its own store, ladder, gate and authorizer. Without
-	// one the planner cannot propose.
+	// delegation, with its own store, ladder, gate and authorizer: a
+	// proposal is validated and authorized by it (Run.Validate,
+	// Run.Authorize) when proposed, and again when applied. Without one
+	// the planner cannot propose.
 	Engine *planexec.Executor
-	// Authorizer is asked before each read call, and for each step of a
-	// proposal when it is proposed, whether the person may do it; an error
-	// is shown to the model as the fixed forbidden result. Default: none
-	// (the delegation's scope decides alone).
+	// Authorizer is asked before each read call whether the planner,
+	// acting for the person, may make it; an error is shown to the model
+	// as the fixed forbidden result. Default: none (the delegation's scope
+	// decides alone). A service with one policy gives it to the engine
+	// too.
 	Authorizer planexec.Authorizer
 	// Instructions are the service's context, after the built-in planner
 	// instructions and before a session's skill.
@@ -111,6 +114,8 @@ type Chat struct {
 	mu     sync.Mutex
 	closed bool
 	turns  map[sessionKey]context.CancelCauseFunc // turns running in this process
+	holds  map[uint64]context.CancelCauseFunc     // applies and rejects under way
+	held   uint64                                 // the last hold's number
 	wake   map[sessionKey]chan struct{}           // closed when a session gets entries
 	wg     sync.WaitGroup
 
@@ -162,7 +167,7 @@ func New(cfg Config) (*Chat, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Chat{cfg: cfg, readOf: map[string]*planexec.Tool{}, turns: map[sessionKey]context.CancelCauseFunc{}, wake: map[sessionKey]chan struct{}{}}
+	c := &Chat{cfg: cfg, readOf: map[string]*planexec.Tool{}, turns: map[sessionKey]context.CancelCauseFunc{}, holds: map[uint64]context.CancelCauseFunc{}, wake: map[sessionKey]chan struct{}{}}
 	for _, t := range cfg.Reads {
 		if t == nil {
 			return nil, &planexec.ConfigurationError{Why: "a read tool is nil"}
@@ -188,12 +193,17 @@ func New(cfg Config) (*Chat, error) {
 }
 
 // Close stops the turns running in this process, each ended as cancelled
-// with its transcript intact, and waits for them, or for ctx. Calls after
-// Close fail with ErrClosed.
+// with its transcript intact, and the applies under way (each stops at its
+// next step, resumably, as a cancelled run does), and waits for them, or for
+// ctx. Create, Send, Cancel, Apply and Reject after Close fail with
+// ErrClosed; reading a session or its transcript still works.
 func (c *Chat) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	for _, cancel := range c.turns {
+		cancel(errServiceStopped)
+	}
+	for _, cancel := range c.holds {
 		cancel(errServiceStopped)
 	}
 	c.mu.Unlock()
@@ -208,6 +218,40 @@ func (c *Chat) Close(ctx context.Context) error {
 }
 
 var errServiceStopped = errors.New("the service stopped")
+
+// hold gives a person's call (an apply, a reject) a context that keeps
+// ctx's values but not its cancellation, so that a request that goes away
+// does not leave the call's writes half made; Close cancels it and waits
+// for done. After Close it is ErrClosed.
+func (c *Chat) hold(ctx context.Context) (_ context.Context, done func(), _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, nil, ErrClosed
+	}
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	c.held++
+	n := c.held
+	c.holds[n] = cancel
+	c.wg.Add(1)
+	return hctx, func() {
+		c.mu.Lock()
+		delete(c.holds, n)
+		c.mu.Unlock()
+		cancel(nil)
+		c.wg.Done()
+	}, nil
+}
+
+// open is ErrClosed once the Chat is closed.
+func (c *Chat) open() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
+}
 
 // Stats are counters of a Chat since it was built.
 type Stats struct {
@@ -229,7 +273,9 @@ func (c *Chat) Stats() Stats {
 
 // SessionOptions shape a new session.
 type SessionOptions struct {
-	// ID names the session within the tenant. Default: a new UUID.
+	// ID names the session within the tenant: at most MaxSessionID bytes of
+	// ASCII letters, digits, '.', '_' and '-', starting with a letter or a
+	// digit. Default: a new UUID.
 	ID string
 	// Skill is the project's planner skill: process rules the planner
 	// follows in this session, after the service's instructions.
@@ -313,9 +359,13 @@ func (d *sessionDoc) encode() json.RawMessage {
 }
 
 // Create stores a new session for the person. A session with the same id is
-// store.ErrExists.
+// store.ErrExists; an id unfit (see SessionOptions.ID) is a
+// *planexec.ConfigurationError.
 func (c *Chat) Create(ctx context.Context, person planexec.Delegation, opts SessionOptions) (Session, error) {
 	if err := c.person(person); err != nil {
+		return Session{}, err
+	}
+	if err := c.open(); err != nil {
 		return Session{}, err
 	}
 	if opts.ID == "" {
@@ -384,17 +434,24 @@ func (c *Chat) person(d planexec.Delegation) error {
 	return nil
 }
 
-// idProblem says what makes a session id unfit, or "".
+// MaxSessionID is the longest session id, in bytes.
+const MaxSessionID = 128
+
+// idProblem says what makes a session id unfit, or "". An id is letters,
+// digits, '.', '_' and '-': it goes into URLs and run ids as it is, so it
+// holds nothing a path, a query or a run id would read as its own.
 func idProblem(id string) string {
-	switch {
-	case !utf8.ValidString(id):
-		return "is not valid UTF-8"
-	case len(id) > 256:
-		return "is longer than 256 bytes"
+	if len(id) > MaxSessionID {
+		return fmt.Sprintf("is longer than %d bytes", MaxSessionID)
 	}
-	for _, r := range id {
-		if r < 0x20 || r == 0x7f {
-			return "holds a control character"
+	for i, r := range id {
+		switch {
+		case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		case i == 0:
+			return "does not start with a letter or digit" // "..", say, would read as a path's parent
+		case r == '.', r == '_', r == '-':
+		default:
+			return "holds a character other than letters, digits, '.', '_' and '-'"
 		}
 	}
 	return ""

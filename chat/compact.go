@@ -15,8 +15,9 @@ const summaryInstructions = `You summarise a conversation between people and the
 // estimate is the context the model would see at the next call, in tokens:
 // the usage the provider reported for the last answer plus about four
 // characters a token for what was added since. With no answer since the
-// latest compaction (whose usage would count what is no longer sent),
-// everything sent is estimated by its characters.
+// latest compaction (whose usage would count what is no longer sent), or a
+// model that reports no usage, everything sent is estimated by its
+// characters.
 func (t *turn) estimate() int64 {
 	chars := func(msgs []llm.Message) int64 {
 		var n int
@@ -25,7 +26,7 @@ func (t *turn) estimate() int64 {
 		}
 		return int64(n)
 	}
-	if la := t.doc.LastAnswer; la.Seq > 0 {
+	if la := t.doc.LastAnswer; la.Seq > 0 && la.Tokens > 0 {
 		i := len(t.history)
 		for i > 0 && t.history[i-1].Seq > la.Seq {
 			i--

@@ -175,3 +175,27 @@ func TestCompactionIsOffWithCompactNever(t *testing.T) {
 		t.Fatal("compacted with compaction off")
 	}
 }
+
+// unmetered is a model that reports no tokens, as some servers do.
+type unmetered struct{ llm.Model }
+
+func (m unmetered) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	resp, err := m.Model.Generate(ctx, req)
+	if resp != nil {
+		resp.Usage = llm.Usage{Calls: resp.Usage.Calls}
+	}
+	return resp, err
+}
+
+func TestAModelThatReportsNoUsageIsEstimatedByWhatIsSent(t *testing.T) {
+	// The system prompt alone is over 1,000 tokens at four characters a
+	// token; what a turn adds since the last answer is a few.
+	model := unmetered{reporting(0, nil)}
+	r := newRig(t, model, func(c *chat.Config) { c.CompactAtTokens = 1000 })
+	s := r.session("s1")
+	r.turn(ana(), s, "What is open?")
+	out := r.turn(ana(), s, "And now?")
+	if len(of(out, chat.KindCompacted)) != 1 {
+		t.Fatalf("no compaction with a model that reports no usage: %s", kinds(out))
+	}
+}

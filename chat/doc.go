@@ -31,7 +31,9 @@
 // The model writes one JSON document each call, {"text": ..., "calls":
 // [{"tool": ..., "arguments": ...}]}, held to a schema that offers each
 // read tool's arguments and propose_plan, so any llm.Model serves: tool
-// calling is not needed, and the conversation is sent as plain text.
+// calling is not needed, and the conversation is sent as plain text. An
+// answer out of that form is told back to the model, where and what was
+// wrong, and it answers again (twice at most before the turn fails).
 //
 // # Authority
 //
@@ -48,15 +50,21 @@
 // # Proposals
 //
 // The planner changes things only by calling propose_plan with a plan over
-// the engine's tools. The plan is validated when proposed as if it were to
-// run then, under the person's authority; a refusal goes back to the model
-// to fix. A person applies it (Chat.Apply), whole or a subset of steps with
-// what they depend on, or rejects it (Chat.Reject). Applying validates it
-// again against what stands now and runs it on the engine under the
-// person's delegation, as the run "chat:<session>:<proposal>": approvals,
-// the autonomy ladder and idempotency apply, and applying again resumes
-// that run instead of doing anything twice. The planner has no way to set
-// grants, approvals or scopes: a plan holds none.
+// the engine's tools. The plan is validated and authorized by the engine
+// when proposed, as if it were to run then under the person's delegation;
+// a refusal goes back to the model to fix. A person applies it
+// (Chat.Apply), whole or a subset of steps with what they depend on, or
+// rejects it (Chat.Reject); deciding either way takes the authority to
+// apply it. Applying validates it again against what stands now and runs it
+// on the engine under the person's delegation, as the run
+// "chat:<session>:<proposal>": approvals, the autonomy ladder and
+// idempotency apply. Applying more of it later runs only the steps not
+// applied yet, and applying again what was applied goes on with that run:
+// nothing is done twice. The first decision on a proposal stands on every
+// replica: the decision to apply is stored (KindApplying) before any step
+// runs, and a decision is stored only after every entry before it was read.
+// The planner has no way to set grants, approvals or scopes: a plan holds
+// none.
 //
 // # Compaction
 //

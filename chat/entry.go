@@ -30,8 +30,12 @@ const (
 	// KindProposal is a plan the planner proposed, validated, for a person
 	// to apply or reject: Proposal.
 	KindProposal Kind = "proposal"
-	// KindApplied is a person's applying of a proposal and what it did:
-	// Decision.
+	// KindApplying is a person's decision to apply a proposal, or more of
+	// it: Decision (Proposal, Steps, Run). It is stored before any step
+	// runs, so that the first decision on a proposal is on record before
+	// it has any effect; a KindApplied follows with what the run did.
+	KindApplying Kind = "applying"
+	// KindApplied is what applying a proposal did: Decision.
 	KindApplied Kind = "applied"
 	// KindRejected is a person's rejection of a proposal: Decision.
 	KindRejected Kind = "rejected"
@@ -133,8 +137,8 @@ type Step struct {
 // Decision is a person's applying or rejecting of a proposal.
 type Decision struct {
 	Proposal string `json:"proposal"`
-	// Steps are the steps applied (with what they depend on); all of them
-	// when the whole proposal was applied.
+	// Steps are the steps applied so far (those named, with what they
+	// depend on, and those of earlier applies), in the plan's order.
 	Steps []string `json:"steps,omitempty"`
 	// Run is the engine's run of an applied proposal.
 	Run string `json:"run,omitempty"`
@@ -146,9 +150,6 @@ type Decision struct {
 	Results []StepOutcome `json:"results,omitempty"`
 	// Reason is the person's, for a rejection.
 	Reason string `json:"reason,omitempty"`
-	// Superseded marks a decision that came second: another person applied
-	// or rejected the proposal first, and this one changed nothing.
-	Superseded bool `json:"superseded,omitempty"`
 }
 
 // StepOutcome is what one applied step did.

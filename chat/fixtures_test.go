@@ -28,6 +28,7 @@ type tracker struct {
 	next    int
 	calls   map[string]int // tool calls, by tool
 	release chan struct{}  // when set, list_items waits on it
+	created chan struct{}  // when set, create_item waits on it, whatever its context says
 	started chan string    // when set, each tool call says its tool here
 }
 
@@ -116,6 +117,9 @@ func (tr *tracker) reads() []*planexec.Tool {
 func (tr *tracker) writes() []*planexec.Tool {
 	create := planexec.MustTool("create_item", "Create an item.", func(ctx context.Context, a createArgs) (item, error) {
 		tr.count("create_item")
+		if tr.created != nil {
+			<-tr.created
+		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		it := &item{ID: fmt.Sprintf("T-%d", tr.next), Title: a.Title, State: "open", Version: 1}
@@ -233,11 +237,11 @@ func kinds(out []chat.Output) string {
 	return strings.Join(b, " ")
 }
 
-// of returns the outputs of kind.
-func of(out []chat.Output, kind chat.Kind) []chat.Output {
+// of returns the outputs of the kinds given.
+func of(out []chat.Output, kinds ...chat.Kind) []chat.Output {
 	var r []chat.Output
 	for _, o := range out {
-		if o.Kind == kind {
+		if slices.Contains(kinds, o.Kind) {
 			r = append(r, o)
 		}
 	}

@@ -44,14 +44,33 @@ var answerDecoder = func() *strictjson.Decoder {
 
 var errMalformedAnswer = errors.New("chat: the model's answer is not in the expected form")
 
+// malformedAnswer is an answer out of form: where (a JSON Pointer into what
+// the model wrote, its keys the model's own) and what was wrong, in fixed
+// words. The model is told both, to fix it; the error's text, which a log
+// gets, holds only the problem.
+type malformedAnswer struct{ path, problem string }
+
+func (e *malformedAnswer) Error() string { return errMalformedAnswer.Error() + ": " + e.problem }
+
+func (e *malformedAnswer) Is(target error) bool { return target == errMalformedAnswer }
+
+// fix is what the model is told of it.
+func (e *malformedAnswer) fix() string {
+	at := ""
+	if e.path != "" {
+		at = " at " + clip(e.path)
+	}
+	return "Your last answer was not in the expected form" + at + ": " + e.problem + ". Nothing of it was done. Answer again with one JSON object, {\"text\": ..., \"calls\": [...]}, as the instructions say."
+}
+
 // decodeAnswer decodes the model's answer strictly.
 func decodeAnswer(content string) (*answerWire, error) {
 	var a answerWire
 	if vs := answerDecoder.Decode([]byte(content), &a, strictjson.Limits{MaxDepth: 64, MaxBytes: maxAnswerBytes}); vs != nil {
-		return nil, fmt.Errorf("%w: %s: %s", errMalformedAnswer, vs[0].Path, vs[0].Problem)
+		return nil, &malformedAnswer{path: vs[0].Path, problem: vs[0].Problem}
 	}
 	if len(a.Calls) > maxCalls {
-		return nil, fmt.Errorf("%w: %d calls in one answer, more than %d", errMalformedAnswer, len(a.Calls), maxCalls)
+		return nil, &malformedAnswer{path: "/calls", problem: fmt.Sprintf("%d calls in one answer, more than %d", len(a.Calls), maxCalls)}
 	}
 	return &a, nil
 }
@@ -278,9 +297,6 @@ type answerText struct {
 // tellDecision tells the planner what a person did with a proposal.
 func tellDecision(o *Output) string {
 	d := o.Decision
-	if d.Superseded {
-		return fmt.Sprintf("(%s's %s of proposal %s came after another decision and changed nothing.)", o.By, o.Kind, d.Proposal)
-	}
 	if o.Kind == KindRejected {
 		s := fmt.Sprintf("%s rejected proposal %s.", o.By, d.Proposal)
 		if d.Reason != "" {

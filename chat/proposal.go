@@ -8,66 +8,103 @@ import (
 	"strings"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // ErrNoStep reports a step to apply that the proposal does not hold.
 var ErrNoStep = errors.New("chat: the proposal has no such step")
 
 // Apply applies a proposal for the person: the steps named (nil: all of
-// them) and every step they depend on, run on the engine under the person's
+// them; a step the proposal does not hold, or an empty list, is ErrNoStep)
+// and every step they depend on, run on the engine under the person's
 // delegation, as the run "chat:<session>:<proposal>". The engine validates
 // the plan again against what stands now (its tools, the person's scope),
-// asks its gate and ladder, and never does an effect twice: applying a
-// proposal again resumes its run (after a person's approval, say) rather
-// than starting another, whatever steps are named.
+// asks its gate, ladder and authorizer, and never does an effect twice.
 //
+// A proposal may be applied in parts: applying more of it later runs the
+// steps not applied yet (a step applied before is replayed, not run
+// again); applying again what was applied goes on with that run (after a
+// person's approval, or an interruption) rather than starting another.
+//
+// The first decision on a proposal stands, whichever process makes it: the
+// person's decision to apply (KindApplying) is stored before any step runs,
+// after every entry it read, and a proposal rejected before is ErrDecided.
 // What the run did goes on the transcript (KindApplied), so the planner
-// learns of it. A proposal rejected before is ErrDecided. The engine's
-// errors are returned as they are: a *planexec.ApprovalPendingError when a
-// step waits on a person, a *planexec.PlanValidationError when the proposal
-// no longer fits.
+// learns of it. The engine's errors are returned as they are: a
+// *planexec.ApprovalPendingError when a step waits on a person, a
+// *planexec.PlanValidationError when the proposal no longer fits, an error
+// that is planexec.ErrRunBusy or planexec.ErrInFlight when another request
+// is applying it at this moment (nothing is recorded then: that one
+// records what the run did).
+//
+// The run goes on if ctx is cancelled, as a turn does: a person who closes
+// the page does not leave it half done. Chat.Close stops it, resumably.
 func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, proposal string, steps []string) (*planexec.Result, error) {
 	if err := c.person(person); err != nil {
 		return nil, err
 	}
-	p, decided, err := c.proposal(ctx, person.Tenant, session, proposal)
+	ctx, done, err := c.hold(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if decided == KindRejected {
-		return nil, ErrDecided
+	defer done()
+	st, err := c.readProposal(ctx, person.Tenant, session, proposal)
+	if err != nil {
+		return nil, err
 	}
 	run, err := c.AppliedRun(person, session, proposal)
 	if err != nil {
 		return nil, err
 	}
-	var res *planexec.Result
-	var picked []string
-	if _, ierr := run.Info(ctx); ierr == nil {
-		// Applied before: go on with that run, whatever is named now.
-		res, err = run.Resume(ctx)
-		if plan, ok := run.Current(); ok {
-			for _, s := range plan.Steps {
-				picked = append(picked, s.ID)
-			}
+	var want []string
+	for {
+		if st.first == KindRejected {
+			return nil, ErrDecided
 		}
-	} else if errors.Is(ierr, planexec.ErrNoRecord) {
-		if picked, err = closure(p.Plan, steps); err != nil {
+		named, err := closure(st.p.Plan, steps)
+		if err != nil {
 			return nil, err
 		}
-		plan := p.Plan.plan()
-		plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(picked, s.ID) })
+		if want = st.widen(named); len(want) == len(st.applied) {
+			break // applied before: go on with that run
+		}
+		begun := Output{Kind: KindApplying, By: person.User, Decision: &Decision{Proposal: proposal, Steps: want, Run: run.ID()}}
+		_, err = c.cfg.Store.AppendEntriesAfter(ctx, person.Tenant, session, st.last, []json.RawMessage{encodeEntry(&begun)})
+		if errors.Is(err, store.ErrMoved) {
+			if err := c.readMore(ctx, person.Tenant, session, st); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.notify(sessionKey{person.Tenant, session})
+		st.applied, st.revision = want, st.revision+1
+		break
+	}
+
+	var res *planexec.Result
+	if _, ierr := run.Info(ctx); ierr == nil && st.covered {
+		res, err = run.Resume(ctx)
+	} else if ierr == nil || errors.Is(ierr, planexec.ErrNoRecord) {
+		plan := st.p.Plan.plan()
+		plan.ID, plan.Revision = proposal, st.revision
+		plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
 		res, err = run.Execute(ctx, plan)
 	} else {
 		return nil, ierr
 	}
 	var pending *planexec.ApprovalPendingError
-	if res == nil && err != nil && !errors.As(err, &pending) {
+	switch {
+	case (errors.Is(err, planexec.ErrRunBusy) || errors.Is(err, planexec.ErrInFlight)) && !ranHere(res):
+		return nil, err // another request is applying it at this moment: that one records
+	case res == nil && err != nil && !errors.As(err, &pending):
 		return nil, err // nothing ran: refused as it stands now, a store down
 	}
-	dec := &Decision{Proposal: proposal, Steps: picked, Run: run.ID(), Status: string(planexec.StatusOf(err))}
+	dec := &Decision{Proposal: proposal, Steps: want, Run: run.ID(), Status: string(planexec.StatusOf(err))}
 	if res != nil {
-		for _, id := range picked {
+		for _, id := range want {
 			sr, ok := res.Steps[id]
 			if !ok {
 				continue
@@ -82,11 +119,25 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		}
 	}
 	entry := Output{Kind: KindApplied, By: person.User, Decision: dec}
-	if _, werr := c.cfg.Store.AppendEntries(context.WithoutCancel(ctx), person.Tenant, session, []json.RawMessage{encodeEntry(&entry)}); werr != nil {
+	if _, werr := c.cfg.Store.AppendEntries(ctx, person.Tenant, session, []json.RawMessage{encodeEntry(&entry)}); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	c.notify(sessionKey{person.Tenant, session})
 	return res, err
+}
+
+// ranHere reports whether a step of res ran in this call, rather than being
+// replayed from the record.
+func ranHere(res *planexec.Result) bool {
+	if res == nil {
+		return false
+	}
+	for _, s := range res.Steps {
+		if !s.Replayed {
+			return true
+		}
+	}
+	return false
 }
 
 // AppliedRun is the engine's run of a proposal applied for the person: to
@@ -107,79 +158,132 @@ func (c *Chat) AppliedRun(person planexec.Delegation, session, proposal string) 
 // appliedRunID names the engine's run of an applied proposal.
 func appliedRunID(session, proposal string) string { return "chat:" + session + ":" + proposal }
 
-// Reject rejects a proposal for the person, with their reason. A proposal
-// applied before (its run exists) is ErrDecided; rejecting twice is
-// ErrDecided too. (An Apply and a Reject racing on two processes may both
-// be recorded; the apply's effects still happen once, and the planner is
-// told both.)
+// Reject rejects a proposal for the person, with their reason. Deciding a
+// proposal either way takes the authority to apply it: a person whose scope
+// does not cover one of its steps gets the engine's refusal (a
+// *planexec.PlanValidationError, ReasonNotAllowed), and nothing is
+// recorded. A proposal decided before, applied or rejected, on any process,
+// is ErrDecided.
 func (c *Chat) Reject(ctx context.Context, person planexec.Delegation, session, proposal, reason string) error {
 	if err := c.person(person); err != nil {
 		return err
 	}
-	_, decided, err := c.proposal(ctx, person.Tenant, session, proposal)
+	ctx, done, err := c.hold(ctx)
 	if err != nil {
 		return err
 	}
-	if decided != "" {
-		return ErrDecided
+	defer done()
+	st, err := c.readProposal(ctx, person.Tenant, session, proposal)
+	if err != nil {
+		return err
 	}
 	run, err := c.AppliedRun(person, session, proposal)
 	if err != nil {
 		return err
 	}
-	if _, err := run.Info(ctx); err == nil {
-		return ErrDecided
-	} else if !errors.Is(err, planexec.ErrNoRecord) {
+	var pve *planexec.PlanValidationError
+	if err := run.Validate(st.p.Plan.plan()); errors.As(err, &pve) && pve.Reason == planexec.ReasonNotAllowed {
 		return err
 	}
 	entry := Output{Kind: KindRejected, By: person.User, Decision: &Decision{Proposal: proposal, Reason: clipRunes(reason, 2000)}}
-	if _, err := c.cfg.Store.AppendEntries(ctx, person.Tenant, session, []json.RawMessage{encodeEntry(&entry)}); err != nil {
-		return err
+	for {
+		if st.first != "" {
+			return ErrDecided
+		}
+		_, err := c.cfg.Store.AppendEntriesAfter(ctx, person.Tenant, session, st.last, []json.RawMessage{encodeEntry(&entry)})
+		if errors.Is(err, store.ErrMoved) {
+			if err := c.readMore(ctx, person.Tenant, session, st); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c.notify(sessionKey{person.Tenant, session})
+		return nil
 	}
-	c.notify(sessionKey{person.Tenant, session})
-	return nil
 }
 
-// proposal finds a proposal of the session and the first decision on it
-// (KindApplied, KindRejected or "").
-func (c *Chat) proposal(ctx context.Context, tenant, session, id string) (*Proposal, Kind, error) {
+// proposalState is what a session's transcript says of one proposal, read
+// up to entry last.
+type proposalState struct {
+	id string
+	p  *Proposal
+	// first is the first decision on it: KindApplying or KindRejected, ""
+	// for none yet.
+	first Kind
+	// applied are the steps of every apply begun, in the plan's order;
+	// revision counts the applies that widened them.
+	applied  []string
+	revision int
+	// covered reports that the latest widen found nothing new to apply.
+	covered bool
+	last    int64
+}
+
+// readProposal reads what the session's transcript says of a proposal.
+func (c *Chat) readProposal(ctx context.Context, tenant, session, id string) (*proposalState, error) {
 	if c.cfg.Engine == nil {
-		return nil, "", ErrNoProposal
+		return nil, ErrNoProposal
 	}
 	_, doc, err := c.load(ctx, tenant, session)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	seq, ok := doc.Proposals[id]
 	if !ok {
-		return nil, "", ErrNoProposal
+		return nil, ErrNoProposal
 	}
-	var p *Proposal
-	var decided Kind
-	after := seq
+	st := &proposalState{id: id, last: seq}
+	if err := c.readMore(ctx, tenant, session, st); err != nil {
+		return nil, err
+	}
+	if st.p == nil {
+		return nil, ErrNoProposal
+	}
+	return st, nil
+}
+
+// readMore reads the entries after st.last into st, to the transcript's end.
+func (c *Chat) readMore(ctx context.Context, tenant, session string, st *proposalState) error {
 	for {
-		page, err := c.Transcript(ctx, tenant, session, after, pageSize)
+		page, err := c.Transcript(ctx, tenant, session, st.last, pageSize)
 		if err != nil {
-			return nil, "", err
+			return err
 		}
 		for i := range page {
 			o := &page[i]
+			st.last = o.Seq
 			switch {
-			case o.Kind == KindProposal && o.Proposal.ID == id:
-				p = o.Proposal
-			case (o.Kind == KindApplied || o.Kind == KindRejected) && o.Decision.Proposal == id && decided == "":
-				decided = o.Kind
+			case o.Kind == KindProposal && o.Proposal.ID == st.id:
+				st.p = o.Proposal
+			case (o.Kind == KindApplying || o.Kind == KindRejected) && o.Decision.Proposal == st.id:
+				if st.first == "" {
+					st.first = o.Kind
+				}
+				if o.Kind == KindApplying && st.first == KindApplying && len(o.Decision.Steps) > len(st.applied) {
+					st.applied, st.revision = o.Decision.Steps, st.revision+1
+				}
 			}
 		}
 		if len(page) < pageSize {
-			break
+			return nil
 		}
-		after = page[len(page)-1].Seq
 	}
-	if p == nil {
-		return nil, "", ErrNoProposal
+}
+
+// widen is the steps applied so far together with named, in the plan's
+// order; it notes whether named held nothing new.
+func (st *proposalState) widen(named []string) []string {
+	var out []string
+	for _, s := range st.p.Plan.Steps {
+		if slices.Contains(st.applied, s.ID) || slices.Contains(named, s.ID) {
+			out = append(out, s.ID)
+		}
 	}
-	return p, decided, nil
+	st.covered = len(out) == len(st.applied)
+	return out
 }
 
 // closure is the steps named and every step they depend on, in the plan's
@@ -189,10 +293,13 @@ func closure(plan ProposedPlan, named []string) ([]string, error) {
 	for i := range plan.Steps {
 		byID[plan.Steps[i].ID] = &plan.Steps[i]
 	}
-	if named == nil {
+	switch {
+	case named == nil:
 		for _, s := range plan.Steps {
 			named = append(named, s.ID)
 		}
+	case len(named) == 0:
+		return nil, ErrNoStep // a list that names nothing is no apply
 	}
 	want := map[string]bool{}
 	var visit func(id string) error

@@ -2,15 +2,18 @@ package chat_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/chat"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -65,25 +68,44 @@ func TestApplyingASubsetRunsOnlyThoseStepsAndWhatTheyDependOnOnce(t *testing.T) 
 		t.Fatalf("ran %v; create_item %d, update_item %d times", ran, r.tracker.called("create_item"), r.tracker.called("update_item"))
 	}
 
-	// Applying again, even asking for more, resumes the one run: nothing twice.
-	if _, err := r.chat.Apply(context.Background(), ana(), s, p.ID, nil); err != nil {
+	// Applying the same again goes on with the one run: nothing twice.
+	if _, err := r.chat.Apply(context.Background(), ana(), s, p.ID, []string{"s1", "s2"}); err != nil {
 		t.Fatal(err)
 	}
 	if r.tracker.called("create_item") != 1 || r.tracker.called("update_item") != 1 {
 		t.Fatalf("a second apply ran steps again: create_item %d, update_item %d", r.tracker.called("create_item"), r.tracker.called("update_item"))
 	}
-	applied := of(r.until(s, 0, chat.KindApplied), chat.KindApplied)[0].Decision
+	// Applying the rest runs only what was not applied: s3.
+	res, err = r.chat.Apply(context.Background(), ana(), s, p.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.tracker.called("create_item") != 2 || r.tracker.called("update_item") != 1 || !res.Steps["s1"].Replayed || res.Steps["s3"].Replayed {
+		t.Fatalf("applying the rest: create_item %d, update_item %d; %+v", r.tracker.called("create_item"), r.tracker.called("update_item"), res.Steps)
+	}
+	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kinds(of(all, chat.KindApplying, chat.KindApplied)); got != "applying applied applied applying applied" {
+		t.Fatalf("the decisions on record: %s", got)
+	}
+	applied := of(all, chat.KindApplied)[0].Decision
 	if applied.Status != string(planexec.RunCompleted) || !slices.Equal(applied.Steps, []string{"s1", "s2"}) || len(applied.Results) != 2 || applied.Run != "chat:s1:"+p.ID {
 		t.Fatalf("applied = %+v", applied)
 	}
 	if !strings.Contains(string(applied.Results[0].Output), `"title":"Docs"`) {
 		t.Fatalf("the applied step's output: %s", applied.Results[0].Output)
 	}
+	if rest := of(all, chat.KindApplied)[2].Decision; !slices.Equal(rest.Steps, []string{"s1", "s2", "s3"}) || rest.Status != string(planexec.RunCompleted) {
+		t.Fatalf("the rest applied = %+v", rest)
+	}
 
 	// The planner hears of it in its next turn.
 	r.turn(ana(), s, "What happened?")
 	reqs := model.Requests()
-	if got := lastUser(&reqs[len(reqs)-2]); !strings.Contains(got, "ana applied proposal "+p.ID+" (steps s1, s2): the run is completed") {
+	if got := lastUser(&reqs[len(reqs)-2]); !strings.Contains(got, "ana applied proposal "+p.ID+" (steps s1, s2): the run is completed") ||
+		!strings.Contains(got, "ana applied proposal "+p.ID+" (steps s1, s2, s3): the run is completed") {
 		t.Fatalf("the planner was not told of the apply:\n%s", got)
 	}
 }
@@ -94,7 +116,12 @@ func TestRejectingLeavesNothingAndAnAppliedOrRejectedProposalIsDecided(t *testin
 	p := r.proposed(ana(), s)
 	ctx := context.Background()
 
-	if err := r.chat.Reject(ctx, ben(), s, p.ID, "not now"); err != nil {
+	// Deciding takes the authority to apply: ben may only read.
+	var pve *planexec.PlanValidationError
+	if err := r.chat.Reject(ctx, ben(), s, p.ID, "not now"); !errors.As(err, &pve) || pve.Reason != planexec.ReasonNotAllowed {
+		t.Fatalf("ben rejecting: %v, want not_allowed", err)
+	}
+	if err := r.chat.Reject(ctx, ana(), s, p.ID, "not now"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.chat.Apply(ctx, ana(), s, p.ID, nil); !errors.Is(err, chat.ErrDecided) {
@@ -117,8 +144,11 @@ func TestRejectingLeavesNothingAndAnAppliedOrRejectedProposalIsDecided(t *testin
 	if _, err := r.chat.Apply(ctx, ana(), s, "t9r9c9", nil); !errors.Is(err, chat.ErrNoProposal) {
 		t.Fatalf("an unknown proposal: %v", err)
 	}
-	if _, err := r.chat.Apply(ctx, ana(), s, p2.ID, []string{"s9"}); err != nil {
-		t.Fatalf("a second apply of an applied proposal resumes whatever it names: %v", err)
+	if _, err := r.chat.Apply(ctx, ana(), s, p2.ID, []string{"s9"}); !errors.Is(err, chat.ErrNoStep) {
+		t.Fatalf("applying more of an applied proposal, naming a step it does not hold: %v", err)
+	}
+	if _, err := r.chat.Apply(ctx, ana(), s, p2.ID, []string{}); !errors.Is(err, chat.ErrNoStep) {
+		t.Fatalf("applying no step: %v", err)
 	}
 	p3 := r.proposed(ana(), s)
 	if _, err := r.chat.Apply(ctx, ana(), s, p3.ID, []string{"s9"}); !errors.Is(err, chat.ErrNoStep) {
@@ -256,5 +286,212 @@ func TestAProposalThatNeedsApprovalWaitsForThePersonAndRunsOnceApproved(t *testi
 	}
 	if !slices.Equal(statuses, []string{"awaiting_approval", "completed", "completed"}) {
 		t.Fatalf("applied entries: %v", statuses)
+	}
+}
+
+// deciding is a store whose next conditional append, the write of a
+// decision, first lets another decision in: as if a person on another
+// replica decided between this decision's reading and its writing.
+type deciding struct {
+	store.TranscriptStore
+	mu      sync.Mutex
+	between func() // the other decision; it makes its own conditional append
+}
+
+func (d *deciding) AppendEntriesAfter(ctx context.Context, tenant, session string, last int64, entries []json.RawMessage) (int64, error) {
+	d.mu.Lock()
+	between := d.between
+	d.between = nil
+	d.mu.Unlock()
+	if between != nil {
+		between()
+	}
+	return d.TranscriptStore.AppendEntriesAfter(ctx, tenant, session, last, entries)
+}
+
+func TestTheFirstDecisionOnAProposalStandsWhenAnApplyAndARejectMeet(t *testing.T) {
+	ctx := context.Background()
+	t.Run("a rejection between an apply's reading and its writing: the apply is refused and nothing runs", func(t *testing.T) {
+		var r *rig
+		var rejectErr error
+		st := &deciding{}
+		r = newRig(t, proposer(threeSteps), func(c *chat.Config) { st.TranscriptStore = c.Store; c.Store = st })
+		s := r.session("s1")
+		p := r.proposed(ana(), s)
+		st.between = func() { rejectErr = r.chat.Reject(ctx, ana(), s, p.ID, "not now") }
+
+		if _, err := r.chat.Apply(ctx, ana(), s, p.ID, nil); !errors.Is(err, chat.ErrDecided) {
+			t.Fatalf("the apply that came second: %v, want ErrDecided", err)
+		}
+		if rejectErr != nil {
+			t.Fatalf("the rejection that came first: %v", rejectErr)
+		}
+		if n := r.tracker.called("create_item") + r.tracker.called("update_item"); n != 0 {
+			t.Fatalf("%d steps ran after the rejection", n)
+		}
+		all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kinds(of(all, chat.KindApplying, chat.KindApplied, chat.KindRejected)); got != "rejected" {
+			t.Fatalf("the decisions on record: %s, want the rejection alone", got)
+		}
+	})
+	t.Run("an apply between a rejection's reading and its writing: the rejection is refused and the apply stands", func(t *testing.T) {
+		var r *rig
+		var applyErr error
+		st := &deciding{}
+		r = newRig(t, proposer(threeSteps), func(c *chat.Config) { st.TranscriptStore = c.Store; c.Store = st })
+		s := r.session("s1")
+		p := r.proposed(ana(), s)
+		st.between = func() { _, applyErr = r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"}) }
+
+		if err := r.chat.Reject(ctx, ana(), s, p.ID, "not now"); !errors.Is(err, chat.ErrDecided) {
+			t.Fatalf("the rejection that came second: %v, want ErrDecided", err)
+		}
+		if applyErr != nil || r.tracker.called("create_item") != 1 {
+			t.Fatalf("the apply that came first: %v; create_item ran %d times", applyErr, r.tracker.called("create_item"))
+		}
+		all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := kinds(of(all, chat.KindApplying, chat.KindApplied, chat.KindRejected)); got != "applying applied" {
+			t.Fatalf("the decisions on record: %s, want the apply alone", got)
+		}
+	})
+}
+
+func TestAnApplyGoesOnWhenItsCallerGoesAway(t *testing.T) {
+	r := newRig(t, proposer(threeSteps))
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	r.tracker.created = make(chan struct{})
+	r.tracker.started = make(chan string, 8)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	type applied struct {
+		res *planexec.Result
+		err error
+	}
+	done := make(chan applied, 1)
+	go func() {
+		res, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"})
+		done <- applied{res, err}
+	}()
+	if tool := <-r.tracker.started; tool != "create_item" {
+		t.Fatalf("%s started, want create_item", tool)
+	}
+	cancel() // the request goes away while the step runs
+	close(r.tracker.created)
+	got := <-done
+	if got.err != nil || got.res == nil || got.res.Steps["s3"].Status != planexec.StepDone {
+		t.Fatalf("Apply = %+v, %v; want s3 done", got.res, got.err)
+	}
+	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := of(all, chat.KindApplied); len(d) != 1 || d[0].Decision.Status != string(planexec.RunCompleted) {
+		t.Fatalf("applied on record: %s", mustJSON(d))
+	}
+}
+
+func TestAfterCloseAPersonsCallsAreErrClosedAndReadsStillWork(t *testing.T) {
+	r := newRig(t, proposer(threeSteps))
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	ctx := context.Background()
+	if err := r.chat.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.chat.Create(ctx, ana(), chat.SessionOptions{ID: "s2"}); !errors.Is(err, chat.ErrClosed) {
+		t.Errorf("Create: %v", err)
+	}
+	if _, err := r.chat.Send(ctx, ana(), s, "hello"); !errors.Is(err, chat.ErrClosed) {
+		t.Errorf("Send: %v", err)
+	}
+	if _, err := r.chat.Cancel(ctx, ana(), s); !errors.Is(err, chat.ErrClosed) {
+		t.Errorf("Cancel: %v", err)
+	}
+	if _, err := r.chat.Apply(ctx, ana(), s, p.ID, nil); !errors.Is(err, chat.ErrClosed) {
+		t.Errorf("Apply: %v", err)
+	}
+	if err := r.chat.Reject(ctx, ana(), s, p.ID, ""); !errors.Is(err, chat.ErrClosed) {
+		t.Errorf("Reject: %v", err)
+	}
+	if n := r.tracker.called("create_item") + r.tracker.called("update_item"); n != 0 {
+		t.Errorf("%d steps ran after Close", n)
+	}
+	if _, err := r.chat.Session(ctx, "acme", s); err != nil {
+		t.Errorf("Session after Close: %v", err)
+	}
+	if _, err := r.chat.Transcript(ctx, "acme", s, 0, 0); err != nil {
+		t.Errorf("Transcript after Close: %v", err)
+	}
+}
+
+func TestTheEnginesAuthorizerIsAskedWhenAPlanIsProposed(t *testing.T) {
+	var asked []planexec.Delegation
+	r := newRig(t, proposer(threeSteps), func(c *chat.Config) {
+		tr := newTracker()
+		engine, err := planexec.NewExecutor(planexec.Config{Tools: tr.writes(), Store: memory.New(),
+			Authorizer: planexec.AuthorizerFunc(func(_ context.Context, d planexec.Delegation, s planexec.Step) error {
+				asked = append(asked, d)
+				if s.Tool == "update_item" {
+					return errors.New("policy 7: the README item is frozen (internal)")
+				}
+				return nil
+			})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Engine = engine
+	})
+	s := r.session("s1")
+	out := r.turn(ana(), s, "Tidy up the tracker")
+	if len(of(out, chat.KindProposal)) != 0 {
+		t.Fatalf("a plan the engine's authorizer refuses was proposed: %s", kinds(out))
+	}
+	res := of(out, chat.KindToolResult)[0].Result
+	if res.Status != chat.CallFailed || res.Error.Code != "forbidden" || !strings.Contains(res.Error.Message, `"update_item"`) {
+		t.Fatalf("the proposal's result: %+v", res)
+	}
+	if strings.Contains(mustJSON(out), "policy 7") {
+		t.Fatal("the authorizer's own words reached the transcript")
+	}
+	if len(asked) == 0 || asked[0].User != "ana" || asked[0].Agent != "" {
+		t.Fatalf("the authorizer saw %+v, want ana herself: the plan would run as her", asked)
+	}
+}
+
+func TestTwoAppliesAtOnceDoEachStepOnceAndTheOneThatRanRecordsIt(t *testing.T) {
+	r := newRig(t, proposer(threeSteps))
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	r.tracker.created = make(chan struct{})
+	r.tracker.started = make(chan string, 8)
+	ctx := context.Background()
+	first := make(chan error, 1)
+	go func() { _, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"}); first <- err }()
+	<-r.tracker.started // s3 runs for the first apply
+	_, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"})
+	if !errors.Is(err, planexec.ErrInFlight) && !errors.Is(err, planexec.ErrRunBusy) {
+		t.Fatalf("the apply that came second, while s3 ran: %v, want in flight or busy", err)
+	}
+	close(r.tracker.created)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if n := r.tracker.called("create_item"); n != 1 {
+		t.Fatalf("create_item ran %d times", n)
+	}
+	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := of(all, chat.KindApplying, chat.KindApplied)
+	if kinds(d) != "applying applied" || d[1].Decision.Status != string(planexec.RunCompleted) {
+		t.Fatalf("on record: %s", mustJSON(d))
 	}
 }

@@ -158,6 +158,9 @@ func (c *Chat) Cancel(ctx context.Context, person planexec.Delegation, session s
 	if err := c.person(person); err != nil {
 		return false, err
 	}
+	if err := c.open(); err != nil {
+		return false, err
+	}
 	running, err := c.cfg.Store.CancelTurn(ctx, person.Tenant, session, c.cfg.Now())
 	if errors.Is(err, store.ErrNoRecord) {
 		return false, ErrNoSession

@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -228,5 +229,60 @@ func TestClosingTheChatEndsItsTurnsAsCancelled(t *testing.T) {
 	if _, err := r.chat.Send(context.Background(), ana(), s, "again"); !errors.Is(err, chat.ErrClosed) {
 		t.Fatalf("a send after Close: %v", err)
 	}
-	_ = planexec.Delegation{}
+}
+
+func TestAnAnswerOutOfFormIsToldBackToTheModelToFix(t *testing.T) {
+	const wrong = `{"text":"Looking.","calls":[{"tool":"list_items","arguments":{},"sk_live_secret":1}]}`
+	t.Run("fixed: the turn goes on, and what the model wrote wrong is on no record", func(t *testing.T) {
+		model := scripted.New(scripted.Reply{Content: wrong}, say("", call("list_items", `{}`)), say("T-1 is open."))
+		r := newRig(t, model)
+		s := r.session("s1")
+		out := r.turn(ana(), s, "What is open?")
+		if got := kinds(out); got != "message text message tool_call tool_result text message done" || out[len(out)-1].Done.Reason != chat.EndTurn {
+			t.Fatalf("the turn: %s", got)
+		}
+		reqs := model.Requests()
+		fix := lastUser(&reqs[1])
+		if !strings.Contains(fix, "not in the expected form at /calls/0/sk_live_secret: unknown key") || !strings.Contains(fix, "Answer again") {
+			t.Fatalf("the model was not told what to fix:\n%s", fix)
+		}
+		if m := reqs[1].Messages; m[len(m)-2].Role != llm.RoleAssistant || m[len(m)-2].Content != wrong {
+			t.Fatalf("the model was not shown its answer before the note: %+v", m[len(m)-2])
+		}
+		if strings.Contains(mustJSON(out), "sk_live_secret") || len(reqs[2].Messages) != len(reqs[0].Messages)+2 {
+			t.Fatal("the answer out of form, or the note on it, went on record")
+		}
+	})
+	t.Run("not fixed: after two notes the turn fails in fixed words, and the log holds none of the model's words", func(t *testing.T) {
+		var logged strings.Builder
+		model := scripted.New(scripted.Reply{Content: wrong}, scripted.Reply{Content: wrong}, scripted.Reply{Content: wrong}, say("never asked"))
+		r := newRig(t, model, func(c *chat.Config) { c.Logger = slog.New(slog.NewTextHandler(&logged, nil)) })
+		s := r.session("s1")
+		out := r.turn(ana(), s, "What is open?")
+		if got := kinds(out); got != "message error done" || out[len(out)-1].Done.Reason != chat.Failed {
+			t.Fatalf("the turn: %s", got)
+		}
+		if n := len(model.Requests()); n != 3 {
+			t.Fatalf("the model was asked %d times, want the call and two notes", n)
+		}
+		if !strings.Contains(logged.String(), "unknown key") || strings.Contains(logged.String(), "sk_live_secret") {
+			t.Fatalf("the log: %s", logged.String())
+		}
+	})
+}
+
+func TestASessionIdIsLettersDigitsDotsDashesAndUnderscores(t *testing.T) {
+	r := newRig(t, scripted.New())
+	ctx := context.Background()
+	for _, id := range []string{"s1", "release-2026.12_a", strings.Repeat("a", chat.MaxSessionID)} {
+		if _, err := r.chat.Create(ctx, ana(), chat.SessionOptions{ID: id}); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"..", ".hidden", "-x", "a/b", "a?b", "a#b", "a b", "a:b", "é", "a\u0007", strings.Repeat("a", chat.MaxSessionID+1)} {
+		var ce *planexec.ConfigurationError
+		if _, err := r.chat.Create(ctx, ana(), chat.SessionOptions{ID: id}); !errors.As(err, &ce) {
+			t.Errorf("%q: %v, want a *ConfigurationError", id, err)
+		}
+	}
 }

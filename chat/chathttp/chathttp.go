@@ -366,12 +366,15 @@ func problemOf(err error) (problem, bool) {
 	}
 	if _, ok := errors.AsType[*planexec.ConfigurationError](err); ok {
 		// Create's only: the session id is unfit.
-		return problem{http.StatusBadRequest, "invalid_session_id", "A session id is valid UTF-8 of at most 256 bytes, with no control characters."}, true
+		return problem{http.StatusBadRequest, "invalid_session_id", "A session id is at most " + strconv.Itoa(chat.MaxSessionID) + " letters, digits, '.', '_' and '-', and starts with a letter or a digit."}, true
 	}
 	if de, ok := errors.AsType[*planexec.DelegationError](err); ok {
 		// Why is the engine's own words; an authorizer's error, which may
 		// hold anything, is only wrapped.
 		return problem{http.StatusForbidden, "forbidden", "The person's delegation does not allow this: " + de.Why + "."}, true
+	}
+	if errors.Is(err, planexec.ErrRunBusy) || errors.Is(err, planexec.ErrInFlight) {
+		return problem{http.StatusConflict, "applying", "The proposal is being applied by another request; what it does will be on the session's stream."}, true
 	}
 	if pve, ok := errors.AsType[*planexec.PlanValidationError](err); ok && pve.Reason == planexec.ReasonNotAllowed {
 		// The person's scope does not cover a step: theirs to know, as a
@@ -411,9 +414,6 @@ func applyRefusal(err error) string {
 	}
 	if _, ok := errors.AsType[*planexec.ApprovalDeniedError](err); ok {
 		return err.Error()
-	}
-	if errors.Is(err, planexec.ErrRunBusy) {
-		return "The proposal is being applied by another request."
 	}
 	return ""
 }

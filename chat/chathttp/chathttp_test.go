@@ -357,6 +357,9 @@ func (s *stream) until(name string) []event {
 	}
 }
 
+// last is the last of events: the one until looked for.
+func last(events []event) event { return events[len(events)-1] }
+
 func names(events []event) []string {
 	out := make([]string, len(events))
 	for i, e := range events {
@@ -674,7 +677,11 @@ func TestApplyingAProposalRunsItsSteps(t *testing.T) {
 	if !slices.Equal(created, []string{"Launch"}) {
 		t.Errorf("create_item got %q, want one call for Launch", created)
 	}
-	applied := s.until("applied")[0].output(t)
+	decided := s.until("applied")
+	if got := names(decided); !slices.Equal(got, []string{"applying", "applied"}) {
+		t.Errorf("the stream after the turn: %v, want the decision to apply and then what it did", got)
+	}
+	applied := decided[len(decided)-1].output(t)
 	if applied.By != "ana" || applied.Decision.Proposal != p.ID || applied.Decision.Status != "completed" {
 		t.Errorf("applied %+v %+v", applied, applied.Decision)
 	}
@@ -713,7 +720,7 @@ func TestAStepThatFailsIsInTheAnswer(t *testing.T) {
 	if !strings.Contains(res.Error, `"s1"`) || !strings.Contains(res.Error, "read-only today") {
 		t.Errorf("error %q does not say which step failed and why", res.Error)
 	}
-	o := s.until("applied")[0].output(t)
+	o := last(s.until("applied")).output(t)
 	if o.Decision.Status != "failed" {
 		t.Errorf("applied %+v", o.Decision)
 	}
@@ -774,7 +781,7 @@ func TestRejectingAProposal(t *testing.T) {
 	got := s.until("done")
 	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
 	f.must(http.StatusOK, "ana", "POST", "/sessions/s1/proposals/"+p.ID+"/reject", map[string]string{"reason": "not now"}, nil)
-	o := s.until("rejected")[0].output(t)
+	o := last(s.until("rejected")).output(t)
 	if o.By != "ana" || o.Decision.Reason != "not now" {
 		t.Errorf("rejected %+v %+v", o, o.Decision)
 	}
@@ -825,6 +832,8 @@ func TestRefusalsAreFixedJSON(t *testing.T) {
 		{"an empty message", "ana", "POST", "/sessions/s1/messages", `{"text": "  "}`, 400, "invalid_message"},
 		{"a body too large", "ana", "POST", "/sessions/s1/messages", map[string]string{"text": strings.Repeat("a", 100)}, 413, "too_large"},
 		{"a session id with a control character", "ana", "POST", "/sessions", `{"id": "a\u0007"}`, 400, "invalid_session_id"},
+		{"a session id that is a path", "ana", "POST", "/sessions", `{"id": "s1/proposals/t1r2c1/apply?"}`, 400, "invalid_session_id"},
+		{"a session id that is a path's parent", "ana", "POST", "/sessions", `{"id": ".."}`, 400, "invalid_session_id"},
 		{"a session that exists", "ana", "POST", "/sessions", `{"id": "s1"}`, 409, "session_exists"},
 		{"no such session", "ana", "GET", "/sessions/nope", nil, 404, "no_session"},
 		{"a message to no session", "ana", "POST", "/sessions/nope/messages", `{"text": "hi"}`, 404, "no_session"},

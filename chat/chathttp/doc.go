@@ -32,7 +32,7 @@
 // to the client. The codes: unauthenticated (401), invalid_request,
 // invalid_message, invalid_session_id, no_step (400), not_a_person, forbidden (403),
 // no_session, no_proposal, not_found (404), turn_busy, session_exists,
-// decided (409), too_large (413), apply_refused (422, with the engine's
+// decided, applying (409), too_large (413), apply_refused (422, with the engine's
 // reason), closed (503), internal (500).
 //
 // # Applying a proposal

@@ -49,15 +49,17 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request, person planexec
 	}
 
 	// The watch runs beside the writer, so that heartbeats go out while it
-	// waits; it ends when the handler returns.
+	// waits; the handler stops it and waits for it before it returns.
 	ctx, stop := context.WithCancel(r.Context())
-	defer stop()
 	type item struct {
 		out chat.Output
 		err error
 	}
 	items := make(chan item)
+	watched := make(chan struct{})
+	defer func() { stop(); <-watched }()
 	go func() {
+		defer close(watched)
 		defer close(items)
 		for out, err := range h.chat.Watch(ctx, person.Tenant, id, after) {
 			select {

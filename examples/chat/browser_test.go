@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,8 +34,9 @@ func browser(t *testing.T) string {
 
 // TestAPersonAppliesAProposalInThePage: in a real browser, ana asks for two
 // items; the page shows the planner's tool calls as they happen and its
-// proposal as a card; she applies it, the page shows each step done, and
-// the tracker holds the items, the second waiting for the first.
+// proposal as a card; she applies one step of it, then the rest, the page
+// shows each step done, and the tracker holds the items (each once), the
+// second waiting for the first.
 func TestAPersonAppliesAProposalInThePage(t *testing.T) {
 	exe := browser(t)
 	items := newTracker()
@@ -87,12 +89,46 @@ func TestAPersonAppliesAProposalInThePage(t *testing.T) {
 	if err == nil {
 		calls, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`#log`)))
 	}
+	// First a part: s1 alone. The rest stays open to apply, and the
+	// proposal can no longer be rejected.
+	off := func(sel string) bool { // whether the control is disabled; an error ends the test below
+		var b bool
+		if err == nil {
+			b, err = chromedp.Run(page, chromedp.Evaluate[bool](`document.querySelector(`+strconv.Quote(sel)+`).disabled`))
+		}
+		return b
+	}
+	var part string
 	if err == nil {
 		err = chromedp.Do(page,
+			chromedp.Click(chromedp.CSS(`.step[data-step="s2"] input`)),
+			chromedp.Click(chromedp.CSS(`.step[data-step="d2"] input`)),
+			chromedp.Click(chromedp.CSS(`.proposal button.apply`)),
+			chromedp.WaitVisible(chromedp.CSS(`.proposal.applied .step[data-step="s1"][data-status="done"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#items li:nth-child(3)`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`.proposal[data-busy]`)), // the apply's answer is in
+		)
+	}
+	if err == nil {
+		part, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`.proposal ol`)))
+	}
+	applyOff, rejectOff, s1Off := off(".proposal button.apply"), off(".proposal button.reject"), off(`.step[data-step="s1"] input`)
+	if err == nil && (applyOff || !rejectOff || !s1Off || strings.Count(part, "done") != 1) {
+		t.Errorf("after applying s1: apply off %v, reject off %v, s1 off %v; steps:\n%s", applyOff, rejectOff, s1Off, part)
+	}
+	// Then the rest.
+	if err == nil {
+		err = chromedp.Do(page,
+			chromedp.Click(chromedp.CSS(`.step[data-step="s2"] input`)),
+			chromedp.Click(chromedp.CSS(`.step[data-step="d2"] input`)),
 			chromedp.Click(chromedp.CSS(`.proposal button.apply`)),
 			chromedp.WaitVisible(chromedp.CSS(`.proposal.applied .step[data-step="d2"][data-status="done"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`#items li:nth-child(4)`)),
+			chromedp.WaitNotPresent(chromedp.CSS(`.proposal[data-busy]`)),
 		)
+	}
+	if applyOff = off(".proposal button.apply"); err == nil && !applyOff {
+		t.Error("with every step applied and the run completed, Apply is still on")
 	}
 	if err == nil {
 		steps, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`.proposal ol`)))
@@ -118,6 +154,9 @@ func TestAPersonAppliesAProposalInThePage(t *testing.T) {
 	}
 	if !strings.Contains(outcome, "completed") || strings.Count(steps, "done") != 3 {
 		t.Errorf("after applying: %q, steps:\n%s", outcome, steps)
+	}
+	if n := strings.Count(tracker, "Design review"); n != 1 {
+		t.Errorf("the page's tracker shows Design review %d times:\n%s", n, tracker)
 	}
 	design, ok1 := items.find("Design review")
 	launch, ok2 := items.find("Launch checklist")
