@@ -127,8 +127,8 @@ type TranscriptStore interface {
 	// WriteTurn makes the write as the turn holding epoch w.Epoch, renewing
 	// its lease to w.Until (or releasing it with w.End). A turn that no
 	// longer holds the lease (released, or taken over) is ErrFenced and
-	// nothing is written. It reports the cancel flag, so a turn learns of a
-	// cancel with each write.
+	// nothing is written; a session not stored is ErrNoRecord. It reports
+	// the cancel flag, so a turn learns of a cancel with each write.
 	WriteTurn(ctx context.Context, w *TurnWrite) (TurnResult, error)
 	// AppendEntries appends entries outside any turn (a person applying a
 	// proposal, say); it does not touch the lease. It returns the number of

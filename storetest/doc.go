@@ -1,7 +1,8 @@
 // Package storetest checks that a store behaves as the planexec executor
 // needs: the conformance suite ([Run]) for every PlanStore, IdempotencyStore
-// and ApprovalStore, and a crash harness ([CrashAnywhere],
-// [CrashAnywhereInRounds]) for durable ones.
+// and ApprovalStore; for durable ones, checks of two handles on one backing
+// ([TranscriptsAcrossHandles]) and a crash harness ([CrashAnywhere],
+// [CrashAnywhereInRounds]); and benchmarks every store runs alike.
 // The in-memory store (package store/memory) is the reference: it passes
 // [Run], and where this package and it disagree, one of them is wrong.
 //
@@ -79,6 +80,38 @@
 //		s, db := openStore(t, filepath.Join(t.TempDir(), "plans.db"), now)
 //		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s, Tamper: tamper{db}}
 //	})
+//
+// # Two handles on one backing
+//
+// A durable store is shared: two stores opened on one file, two replicas
+// on one database. [TranscriptsAcrossHandles] checks that two such handles
+// keep conversations as one store would while writers race on both: of
+// turns taken at once on one epoch one wins, and writers at once, in the
+// turn and out of it, number every entry once; workers taking turn after
+// turn never hold the lease two at once and take each epoch once; of
+// writers appending after the entry they read, no two append after one
+// number, and the refusal is store.ErrMoved itself, not wrapped. Open both
+// handles on one [Clock]:
+//
+//	func TestTurnsAndAppendsOnTwoStoresOverOneFileAreExclusive(t *testing.T) {
+//		clk := storetest.NewClock()
+//		path := filepath.Join(t.TempDir(), "plans.db")
+//		a, b := openStore(t, path, clk.Now), openStore(t, path, clk.Now)
+//		storetest.TranscriptsAcrossHandles(t, a, b, clk)
+//	}
+//
+// [TranscriptTimesExact] is for a store that keeps times finer than the
+// suite's millisecond: a session's times and its entries' come back exactly
+// as its clock gave them, and a lease is held to its last microsecond. Give
+// it a clock standing at an instant the store keeps exactly ([NewClock]
+// moved back to a whole microsecond, for a store keeping microseconds).
+//
+// # Benchmarks
+//
+// [ConcurrentRuns], [TranscriptLoad] and [TurnWrite] are the bodies of
+// benchmarks each store runs over a store of its own setup (a file's sync
+// mode, a schema), so that stores are measured alike, with the same
+// metrics.
 //
 // # The crash harness
 //

@@ -40,21 +40,23 @@ func setupTalk(t *testing.T, open Open) talk {
 }
 
 // sessionDoc is a conversation's document as package chat may write it:
-// spacing, escapes and a number a float64 would change, which a store keeps
-// as written.
+// spacing, escapes, text as encoding/json escapes it and as it is (markup
+// and U+2028 unescaped), and a number a float64 would change, which a store
+// keeps as written.
 func sessionDoc(title string) json.RawMessage {
 	text, _ := json.Marshal(title + " " + plannerText)
-	return json.RawMessage(fmt.Sprintf("{\"title\":%s,\n  \"summary\" : \"\\u0000 \\/\", \"meter\": {\"tokens\": 1200, \"cost\": 0.10000000000000000001}}", text))
+	return json.RawMessage(fmt.Sprintf("{\"title\":%s,\n  \"summary\" : \"\\u0000 \\/ %s\", \"meter\": {\"tokens\": 1200, \"cost\": 0.10000000000000000001}}", text, printableText))
 }
 
 // entryDocs are n transcript entries as package chat may write them:
-// compact JSON whose strings hold what a planner may write, and whose
-// spacing a store must keep. Each is named prefix-i, from 1.
+// compact JSON whose strings hold what a planner may write, as
+// encoding/json escapes it and as it is (markup and U+2028 unescaped), and
+// whose spacing a store must keep. Each is named prefix-i, from 1.
 func entryDocs(prefix string, n int) []json.RawMessage {
 	text, _ := json.Marshal(plannerText)
 	docs := make([]json.RawMessage, n)
 	for i := range docs {
-		docs[i] = json.RawMessage(fmt.Sprintf(`{"role":"assistant","n":%q,"text":%s,"cost": 412.50}`, fmt.Sprintf("%s-%d", prefix, i+1), text))
+		docs[i] = json.RawMessage(fmt.Sprintf(`{"role":"assistant","n":%q,"text":%s,"shown":"%s","cost": 412.50}`, fmt.Sprintf("%s-%d", prefix, i+1), text, printableText))
 	}
 	return docs
 }
@@ -209,14 +211,16 @@ func showSession(r store.SessionRecord) string {
 //   - CreateSession stores the document byte for byte, with no entries and
 //     no turn (whatever the record says), Created and Updated from the
 //     store's clock; creating it again is ErrExists and leaves the first.
-//   - A session never created, or another tenant's, is ErrNoRecord to
-//     Session, Transcript, TakeTurn, CancelTurn, AppendEntries and
+//   - A session never created, or another tenant's (the empty tenant's
+//     too), is ErrNoRecord to Session, Transcript (even with limit 0),
+//     TakeTurn, WriteTurn, CancelTurn, AppendEntries and
 //     AppendEntriesAfter, and the same id in two tenants is two sessions.
 //   - TakeTurn at the session's epoch with the lease free takes the next
 //     epoch, holds the lease for its holder until its Until, and appends
 //     its entries numbered on from the last, stamped with the store's
 //     clock; a write's document replaces the session's, and a write
-//     without one keeps it.
+//     without one keeps it. A write (a turn's, an AppendEntries) sets the
+//     session's Updated to the store's clock and keeps its Created.
 //   - TakeTurn while the lease is held, or at an epoch not the session's
 //     (even with the lease free), is ErrTurnHeld and writes nothing; a
 //     lease ending at or before the writer's Now is free.
@@ -229,14 +233,16 @@ func showSession(r store.SessionRecord) string {
 //     and Session shows, and a new turn starts with the flag clear; with no
 //     turn holding the lease it reports false and changes nothing.
 //   - AppendEntries appends with or without a turn, touching no lease, and
-//     numbers on with the turns' writes without gap or repeat.
+//     numbers on with the turns' writes without gap or repeat; of no
+//     entries it reports the last number and writes nothing.
 //   - AppendEntriesAfter appends as AppendEntries does while the session's
 //     last entry is still the one given; once another write (a turn's, an
 //     AppendEntries) appended since, or given a number the session never
 //     reached, it is ErrMoved and writes nothing. With no entries it
 //     reports the last number, or ErrMoved, and writes nothing.
 //   - Transcript pages after a number, at most limit at a time, none past
-//     the end; what goes in and comes out are copies.
+//     the end and none with limit 0; what goes in and comes out are
+//     copies.
 //   - Of goroutines racing to take one epoch exactly one wins, the rest
 //     ErrTurnHeld; of goroutines racing AppendEntriesAfter after one entry
 //     exactly one appends, the rest ErrMoved; goroutines appending at once, in a turn and out of one,
@@ -298,18 +304,20 @@ func runTranscripts(t *testing.T, open Open) {
 		c.expectTranscript(t, "acme", "s-1", entryDocs("a", 2))
 	})
 
-	t.Run("A session never created is ErrNoRecord to Session, Transcript, TakeTurn, CancelTurn, AppendEntries and AppendEntriesAfter", func(t *testing.T) {
+	t.Run("A session never created is ErrNoRecord to Session, Transcript, TakeTurn, WriteTurn, CancelTurn, AppendEntries and AppendEntriesAfter", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.expectNoSession(t, "acme", "s-never")
 	})
 
-	t.Run("Tenants are apart: another tenant's session is ErrNoRecord, and one id in two tenants is two sessions", func(t *testing.T) {
+	t.Run("Tenants are apart: another tenant's session, the empty tenant's too, is ErrNoRecord, and one id in two tenants is two sessions", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.create(t, "acme", "s-1", sessionDoc("acme"))
 		c.take(t, c.write(0, "turn-a", entryDocs("acme", 2)))
 		before := c.session(t, "acme", "s-1")
-		c.expectNoSession(t, "globex", "s-1")
-		c.expectUnchanged(t, before, "globex's attempts")
+		for _, tenant := range []string{"globex", ""} {
+			c.expectNoSession(t, tenant, "s-1")
+		}
+		c.expectUnchanged(t, before, "other tenants' attempts")
 
 		c.create(t, "globex", "s-1", sessionDoc("globex"))
 		if _, err := c.ts.AppendEntries(c.ctx, "globex", "s-1", entryDocs("globex", 3)); err != nil {
@@ -323,9 +331,10 @@ func runTranscripts(t *testing.T, open Open) {
 		c.expectTranscript(t, "globex", "s-1", entryDocs("globex", 3))
 	})
 
-	t.Run("TakeTurn on a new session takes epoch 1, holds the lease and appends its entries numbered from 1 at the store's time", func(t *testing.T) {
+	t.Run("TakeTurn on a new session takes epoch 1, holds the lease and appends its entries numbered from 1 at the store's time, which the session shows as updated", func(t *testing.T) {
 		c := setupTalk(t, open)
 		doc := sessionDoc("tea")
+		created := c.clk.Now()
 		c.create(t, "acme", "s-1", doc)
 		c.clk.Advance(1500 * time.Millisecond)
 		w := c.write(0, "turn-a", entryDocs("a", 3))
@@ -341,6 +350,9 @@ func runTranscripts(t *testing.T, open Open) {
 		}
 		if !bytes.Equal(rec.Doc, doc) {
 			t.Errorf("a TakeTurn without a document left %s, want it kept: %s", rec.Doc, doc)
+		}
+		if !sameInstant(rec.Created, created) || !sameInstant(rec.Updated, at) {
+			t.Errorf("after TakeTurn the session was created %v, updated %v; want %v, as before, and %v, the store's clock at TakeTurn", rec.Created, rec.Updated, created, at)
 		}
 		for _, e := range c.expectTranscript(t, "acme", "s-1", entryDocs("a", 3)) {
 			if !sameInstant(e.At, at) {
@@ -465,6 +477,9 @@ func runTranscripts(t *testing.T, open Open) {
 				t.Errorf("entry %d stored at %v, want %v, the store's clock at WriteTurn", e.Seq, e.At, at)
 			}
 		}
+		if rec := c.session(t, "acme", "s-1"); !sameInstant(rec.Updated, at) {
+			t.Errorf("after WriteTurn the session was updated %v, want %v, the store's clock at WriteTurn", rec.Updated, at)
+		}
 		// Renewed: past the first Until, the lease is still held.
 		c.clk.Advance(lease/2 + time.Second)
 		if _, err := c.ts.TakeTurn(c.ctx, c.write(1, "turn-b", nil)); !errors.Is(err, store.ErrTurnHeld) {
@@ -569,26 +584,35 @@ func runTranscripts(t *testing.T, open Open) {
 		cancel("after the turn ended")
 	})
 
-	t.Run("AppendEntries appends with or without a turn, touching no lease, numbered on with the turns' writes", func(t *testing.T) {
+	t.Run("AppendEntries appends with or without a turn, touching no lease, numbered on with the turns' writes, and of no entries reports the last number and writes nothing", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.create(t, "acme", "s-1", sessionDoc("tea"))
 		appendEntries := func(entries []json.RawMessage, want int64) {
 			t.Helper()
-			before := c.session(t, "acme", "s-1").Turn
+			before := c.session(t, "acme", "s-1")
 			c.clk.Advance(time.Second)
 			at := c.clk.Now()
 			last, err := c.ts.AppendEntries(c.ctx, "acme", "s-1", entries)
 			if err != nil || last != want {
-				t.Fatalf("AppendEntries = %d, %v; want %d", last, err, want)
+				t.Fatalf("AppendEntries of %d entries = %d, %v; want %d", len(entries), last, err, want)
 			}
-			c.expectTurn(t, "acme", "s-1", before)
+			if len(entries) == 0 {
+				c.expectUnchanged(t, before, "AppendEntries of no entries")
+				return
+			}
+			c.expectTurn(t, "acme", "s-1", before.Turn)
 			for _, e := range c.transcript(t, "acme", "s-1")[want-int64(len(entries)):] {
 				if !sameInstant(e.At, at) {
 					t.Errorf("entry %d stored at %v, want %v, the store's clock at AppendEntries", e.Seq, e.At, at)
 				}
 			}
+			if rec := c.session(t, "acme", "s-1"); !sameInstant(rec.Updated, at) {
+				t.Errorf("after AppendEntries the session was updated %v, want %v, the store's clock at AppendEntries", rec.Updated, at)
+			}
 		}
+		appendEntries(nil, 0)
 		appendEntries(entryDocs("before", 2), 2)
+		appendEntries(nil, 2)
 		c.take(t, c.write(0, "turn-a", entryDocs("take", 2)))
 		appendEntries(entryDocs("during", 1), 5)
 		if res := c.writeTurn(t, c.write(1, "turn-a", entryDocs("write", 2))); res.Seq != 7 {
@@ -664,7 +688,7 @@ func runTranscripts(t *testing.T, open Open) {
 			entryDocs("unmoved", 1), entryDocs("write", 1), entryDocs("other", 2), entryDocs("last", 1)))
 	})
 
-	t.Run("Transcript pages after a number, at most limit at a time, and none past the end", func(t *testing.T) {
+	t.Run("Transcript pages after a number, at most limit at a time, and none past the end or with limit 0", func(t *testing.T) {
 		c := setupTalk(t, open)
 		c.create(t, "acme", "s-1", sessionDoc("tea"))
 		c.take(t, c.write(0, "turn-a", entryDocs("e", 3)))
@@ -707,6 +731,11 @@ func runTranscripts(t *testing.T, open Open) {
 		for _, after := range []int64{7, 100} {
 			if page, err := c.ts.Transcript(c.ctx, "acme", "s-1", after, 10); err != nil || len(page) != 0 {
 				t.Errorf("Transcript after %d of 7 entries = %d entries, %v; want none, no error", after, len(page), err)
+			}
+		}
+		for _, after := range []int64{0, 3} {
+			if page, err := c.ts.Transcript(c.ctx, "acme", "s-1", after, 0); err != nil || len(page) != 0 {
+				t.Errorf("Transcript after %d, limit 0 = %d entries, %v; want none, no error", after, len(page), err)
 			}
 		}
 	})
@@ -893,13 +922,22 @@ func (c talk) expectNoSession(t *testing.T, tenant, id string) {
 	if _, err := c.ts.Session(c.ctx, tenant, id); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("Session %s/%s: %v, want ErrNoRecord", tenant, id, err)
 	}
-	if _, err := c.ts.Transcript(c.ctx, tenant, id, 0, 10); !errors.Is(err, store.ErrNoRecord) {
-		t.Errorf("Transcript of %s/%s: %v, want ErrNoRecord", tenant, id, err)
+	// A limit of 0 reads no entry, but must still find the session.
+	for _, limit := range []int{0, 10} {
+		if _, err := c.ts.Transcript(c.ctx, tenant, id, 0, limit); !errors.Is(err, store.ErrNoRecord) {
+			t.Errorf("Transcript of %s/%s, limit %d: %v, want ErrNoRecord", tenant, id, limit, err)
+		}
 	}
 	w := c.write(0, "turn-x", entryDocs("x", 1))
 	w.Tenant, w.Session = tenant, id
 	if _, err := c.ts.TakeTurn(c.ctx, w); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("TakeTurn of %s/%s: %v, want ErrNoRecord", tenant, id, err)
+	}
+	// At epoch 1, the epoch of the same id in the tenants test's other
+	// tenant: a store that looked past the tenant would find a turn there.
+	w.Epoch = 1
+	if _, err := c.ts.WriteTurn(c.ctx, w); !errors.Is(err, store.ErrNoRecord) {
+		t.Errorf("WriteTurn of %s/%s: %v, want ErrNoRecord", tenant, id, err)
 	}
 	if _, err := c.ts.CancelTurn(c.ctx, tenant, id, c.clk.Now()); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("CancelTurn of %s/%s: %v, want ErrNoRecord", tenant, id, err)

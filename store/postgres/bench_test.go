@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -247,99 +246,19 @@ func BenchmarkPostgresPrune(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/run")
 }
 
-// transcriptEntry is the i-th entry of a conversation as package chat might
-// write it, about 300 bytes on average: a person's message, the model's
-// reply, a tool call and its result, in turn.
-func transcriptEntry(i int) json.RawMessage {
-	text := strings.Repeat("Find me a flight to New York under $450, leaving Friday morning. ", 3+i%3)
-	var doc string
-	switch i % 4 {
-	case 0:
-		doc = fmt.Sprintf(`{"kind":"message","role":"user","turn":%d,"text":%q}`, i/4, text)
-	case 1:
-		doc = fmt.Sprintf(`{"kind":"message","role":"assistant","turn":%d,"text":%q,"usage":{"in":1843,"out":212}}`, i/4, "I found three: BA117 at $412.50 — shall I book it? "+text)
-	case 2:
-		doc = fmt.Sprintf(`{"kind":"tool_call","turn":%d,"id":"call_%06d","tool":"search_flights","arguments":{"to":"JFK","from":"LHR","max":450.00,"date":"2030-03-08","passengers":2,"cabin":"economy","flexible":true}}`, i/4, i)
-	default:
-		doc = fmt.Sprintf(`{"kind":"tool_result","turn":%d,"id":"call_%06d","result":{"flights":[{"flight":"BA117","dep":"08:25","fare":"412.50"},{"flight":"VS3","dep":"09:10","fare":"431.00"},{"flight":"AA101","dep":"10:05","fare":"447.20"}],"currency":"USD"}}`, i/4, i-1)
-	}
-	return json.RawMessage(doc)
-}
-
-// transcriptEntries are entries from to to-1 of a conversation, and their
-// size in bytes.
-func transcriptEntries(from, to int) ([]json.RawMessage, int) {
-	out, size := make([]json.RawMessage, 0, to-from), 0
-	for i := from; i < to; i++ {
-		out = append(out, transcriptEntry(i))
-		size += len(out[len(out)-1])
-	}
-	return out, size
-}
-
-// BenchmarkTranscriptLoad10000 loads a conversation of 10,000 entries (of
-// about 300 bytes each, mixed) whole, in pages of 1,000, as a client
-// reading it from the start would: ten statements, each a range of the
-// entries' primary key. It reports ms/load and entries/s.
+// BenchmarkTranscriptLoad10000 loads a conversation of 10,000 entries
+// whole, in pages of 1,000 (storetest.TranscriptLoad): ten statements, each
+// a range of the entries' primary key. It reports ms/load and entries/s.
 func BenchmarkTranscriptLoad10000(b *testing.B) {
-	ctx := context.Background()
 	s, _ := newStore(b)
-	if err := s.CreateSession(ctx, store.SessionRecord{Tenant: "acme", ID: "c1", Doc: json.RawMessage(`{"title":"New York"}`)}); err != nil {
-		b.Fatal(err)
-	}
-	const total, page = 10_000, 1_000
-	var stored int
-	for from := 0; from < total; from += page {
-		entries, size := transcriptEntries(from, from+page)
-		stored += size
-		if _, err := s.AppendEntries(ctx, "acme", "c1", entries); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		var after int64
-		for {
-			got, err := s.Transcript(ctx, "acme", "c1", after, page)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(got) == 0 {
-				break
-			}
-			after = got[len(got)-1].Seq
-		}
-		if after != total {
-			b.Fatalf("loaded %d entries, want %d", after, total)
-		}
-	}
-	perLoad := b.Elapsed().Seconds() / float64(b.N)
-	b.ReportMetric(perLoad*1e3, "ms/load")
-	b.ReportMetric(total/perLoad, "entries/s")
-	b.ReportMetric(float64(stored)/total, "B/entry")
+	storetest.TranscriptLoad(b, s)
 }
 
 // BenchmarkTurnWrite is one WriteTurn of a running turn appending one
-// entry (about 300 bytes) and renewing its lease: one statement, one
-// round trip and one commit. Compare with BenchmarkPostgresBareInsert.
+// entry and renewing its lease (storetest.TurnWrite): one statement, one
+// round trip and one commit. Compare with BenchmarkPostgresBareInsert. It
+// reports µs/op.
 func BenchmarkTurnWrite(b *testing.B) {
-	ctx := context.Background()
 	s, _ := newStore(b)
-	if err := s.CreateSession(ctx, store.SessionRecord{Tenant: "acme", ID: "c1", Doc: json.RawMessage(`{"title":"New York"}`)}); err != nil {
-		b.Fatal(err)
-	}
-	now := time.Now()
-	turn, err := s.TakeTurn(ctx, &store.TurnWrite{Tenant: "acme", Session: "c1", Holder: "bench", Now: now, Until: now.Add(time.Hour)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	entries, _ := transcriptEntries(0, 1024)
-	for i := 0; b.Loop(); i++ {
-		w := &store.TurnWrite{Tenant: "acme", Session: "c1", Epoch: turn.Epoch, Holder: "bench", Now: now, Until: now.Add(time.Hour),
-			Entries: entries[i%len(entries) : i%len(entries)+1]}
-		if res, err := s.WriteTurn(ctx, w); err != nil || res.Seq != int64(i+1) {
-			b.Fatalf("WriteTurn = %+v, %v", res, err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "µs/op")
+	storetest.TurnWrite(b, s)
 }

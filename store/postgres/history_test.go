@@ -18,15 +18,15 @@ import (
 )
 
 // replicaStore opens a store on a pool of its own, as another replica of
-// the service would, over schema.
-func replicaStore(t *testing.T, schema string, conns int32) *postgres.Store {
+// the service would, over schema, with opts.
+func replicaStore(t *testing.T, schema string, conns int32, opts ...postgres.Option) *postgres.Store {
 	t.Helper()
 	pool, err := connect(testDSN(t), conns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	s, err := postgres.New(t.Context(), pool, postgres.WithSchema(schema))
+	s, err := postgres.New(t.Context(), pool, append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
