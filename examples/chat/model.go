@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
-	"syscall"
 	"unicode"
 	"unicode/utf8"
 
@@ -264,29 +261,9 @@ func quoteAll(titles []string) string {
 	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
 }
 
-// withProviders builds this command again with the provider adapters
-// (-tags providers) and runs it with the same arguments until it exits; a
-// signal that ends ctx is passed on to it.
+// withProviders builds this command again with the provider adapters and
+// runs it in this one's place (trip.WithProviders).
 func withProviders(ctx context.Context) error {
 	_, self, _, _ := runtime.Caller(0)
-	tmp, err := os.MkdirTemp("", "planexec-chat-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "chat")
-	log.Print("building with the provider adapters (go build -tags providers); the first build takes a while")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "providers", "-o", bin, ".")
-	build.Dir = filepath.Dir(self)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building with the provider adapters: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, bin, os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Run(); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
+	return trip.WithProviders(ctx, filepath.Dir(self))
 }

@@ -34,12 +34,9 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -256,28 +253,8 @@ func tidy(ctx context.Context, ex *planexec.Executor) {
 }
 
 // withProviders builds this command again with the provider adapters and
-// runs it with the same arguments and standard streams until it exits; a
-// signal that ends ctx is passed on to it.
+// runs it in this one's place (trip.WithProviders).
 func withProviders(ctx context.Context) error {
 	_, self, _, _ := runtime.Caller(0)
-	tmp, err := os.MkdirTemp("", "planexec-server-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "server")
-	log.Print("building with the provider adapters (go build -tags providers); the first build takes a while")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "providers", "-o", bin, ".")
-	build.Dir = filepath.Dir(self)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building with the provider adapters: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, bin, os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Run(); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
+	return trip.WithProviders(ctx, filepath.Dir(self))
 }

@@ -1,10 +1,15 @@
 package trip
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/planexec/planexec/llm"
 )
@@ -45,3 +50,30 @@ func ChooseModel(spec string, refuseFirst bool, say func(string)) (llm.Model, er
 // ProvidersCompiledIn reports whether the program was built with the
 // provider adapters.
 func ProvidersCompiledIn() bool { return providerModel != nil }
+
+// WithProviders builds the command whose package is in dir again with the
+// provider adapters (-tags providers) and runs it with this process's
+// arguments and standard streams until it exits; a signal that ends ctx is
+// passed on to it as SIGTERM, so it shuts down as it would on its own.
+func WithProviders(ctx context.Context, dir string) error {
+	tmp, err := os.MkdirTemp("", "planexec-"+filepath.Base(dir)+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, filepath.Base(dir))
+	log.Print("building with the provider adapters (go build -tags providers); the first build takes a while")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "providers", "-o", bin, ".")
+	build.Dir = dir
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building with the provider adapters: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, bin, os.Args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	if err := cmd.Run(); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
