@@ -43,7 +43,7 @@ func (t *turn) ask() (*answerWire, *llm.Response, error) {
 }
 
 func (t *turn) askOnce(msgs []llm.Message) (*answerWire, *llm.Response, error) {
-	req := &llm.Request{System: t.c.system(t.doc.Skill), Messages: msgs, Output: t.c.answer}
+	req := &llm.Request{System: t.system, Messages: msgs, Output: t.c.answer}
 	resp, err := t.c.cfg.Model.Generate(t.ctx, req)
 	if resp != nil {
 		t.meter(resp)

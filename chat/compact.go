@@ -33,7 +33,7 @@ func (t *turn) estimate() int64 {
 		}
 		return la.Tokens + (chars(messages(nil, t.history[i:]))+3)/4
 	}
-	system := utf8.RuneCountInString(t.c.system(t.doc.Skill))
+	system := utf8.RuneCountInString(t.system)
 	return (int64(system) + chars(messages(t.doc.Summary, t.history)) + 3) / 4
 }
 

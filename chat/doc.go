@@ -47,6 +47,11 @@
 // *ToolError is shown as written; any other failure is "the tool failed",
 // its error logged, never shown. The conversation goes on.
 //
+// A session is its tenant's: any person of the tenant may send into it,
+// each with their own authority, and cancel its turn. A service whose
+// sessions are a person's own checks that before it calls (chathttp's
+// Authenticate is the place).
+//
 // # Proposals
 //
 // The planner changes things only by calling propose_plan with a plan over

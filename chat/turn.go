@@ -193,6 +193,8 @@ type turn struct {
 	ctx     context.Context
 	cancel  context.CancelCauseFunc
 
+	system string // the system prompt, built once a turn
+
 	mu      sync.Mutex // guards seq and writes' order
 	seq     int64      // the session's last entry
 	history []Output   // what the model is told: entries after the summary
@@ -205,6 +207,7 @@ type turn struct {
 func (t *turn) run() {
 	stop := t.renew()
 	defer stop()
+	t.system = t.c.system(t.doc.Skill)
 	if err := t.loadHistory(); err != nil {
 		t.fail("the conversation could not be read", err)
 		return
