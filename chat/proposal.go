@@ -68,6 +68,16 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		if want = st.widen(named); len(want) == len(st.applied) {
 			break // applied before: go on with that run
 		}
+		// A plan that cannot run as it stands is refused before the
+		// decision goes on record, so it can still be rejected.
+		plan := st.p.Plan.plan()
+		plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
+		if err := run.Validate(plan); err != nil {
+			return nil, err
+		}
+		if err := run.Authorize(ctx, plan); err != nil {
+			return nil, err
+		}
 		begun := Output{Kind: KindApplying, By: person.User, Decision: &Decision{Proposal: proposal, Steps: want, Run: run.ID()}}
 		_, err = c.cfg.Store.AppendEntriesAfter(ctx, person.Tenant, session, st.last, []json.RawMessage{encodeEntry(&begun)})
 		if errors.Is(err, store.ErrMoved) {

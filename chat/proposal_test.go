@@ -495,3 +495,27 @@ func TestTwoAppliesAtOnceDoEachStepOnceAndTheOneThatRanRecordsIt(t *testing.T) {
 		t.Fatalf("on record: %s", mustJSON(d))
 	}
 }
+
+func TestAnApplyRefusedAsThingsStandRecordsNoDecisionAndTheProposalCanStillBeRejected(t *testing.T) {
+	r := newRig(t, proposer(threeSteps))
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	ctx := context.Background()
+	var pve *planexec.PlanValidationError
+	if _, err := r.chat.Apply(ctx, ben(), s, p.ID, nil); !errors.As(err, &pve) || pve.Reason != planexec.ReasonNotAllowed {
+		t.Fatalf("ben applying: %v, want not_allowed", err)
+	}
+	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := of(all, chat.KindApplying, chat.KindApplied); len(d) != 0 {
+		t.Fatalf("a refused apply went on record: %s", kinds(d))
+	}
+	if err := r.chat.Reject(ctx, ana(), s, p.ID, "not this"); err != nil {
+		t.Fatalf("rejecting after a refused apply: %v", err)
+	}
+	if n := r.tracker.called("create_item") + r.tracker.called("update_item"); n != 0 {
+		t.Fatalf("%d steps ran", n)
+	}
+}
