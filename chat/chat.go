@@ -330,12 +330,10 @@ type sessionDoc struct {
 	// Proposals index the session's proposals: the seq of the call that
 	// made each, by proposal id.
 	Proposals map[string]int64 `json:"proposals,omitempty"`
-	// LastAnswer is the seq of the latest assistant message and the
-	// tokens its call reported: the base of the context estimate.
-	LastAnswer struct {
-		Seq    int64 `json:"seq"`
-		Tokens int64 `json:"tokens"`
-	} `json:"last_answer"`
+	// AnswerTokens is what the call that wrote the latest assistant
+	// message reported, the base of the context estimate; 0 when unknown
+	// (none yet, a compaction since, a model that reports none).
+	AnswerTokens int64 `json:"answer_tokens,omitempty"`
 }
 
 func decodeDoc(rec *store.SessionRecord) (*sessionDoc, error) {

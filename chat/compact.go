@@ -26,12 +26,12 @@ func (t *turn) estimate() int64 {
 		}
 		return int64(n)
 	}
-	if la := t.doc.LastAnswer; la.Seq > 0 && la.Tokens > 0 {
-		i := len(t.history)
-		for i > 0 && t.history[i-1].Seq > la.Seq {
-			i--
+	if t.doc.AnswerTokens > 0 {
+		for i := len(t.history) - 1; i >= 0; i-- {
+			if o := &t.history[i]; o.Kind == KindMessage && o.Role == "assistant" {
+				return t.doc.AnswerTokens + (chars(messages(nil, t.history[i+1:]))+3)/4
+			}
 		}
-		return la.Tokens + (chars(messages(nil, t.history[i:]))+3)/4
 	}
 	system := utf8.RuneCountInString(t.system)
 	return (int64(system) + chars(messages(t.doc.Summary, t.history)) + 3) / 4
@@ -86,7 +86,7 @@ func (t *turn) compact() {
 	t.doc.Compactions++
 	// The last answer's usage counted what is no longer sent: until the
 	// next answer, the estimate counts characters.
-	t.doc.LastAnswer.Seq, t.doc.LastAnswer.Tokens = 0, 0
+	t.doc.AnswerTokens = 0
 	if !t.write([]Output{{Kind: KindCompacted, Turn: t.number, Compaction: &Compaction{UpTo: upTo, EstimatedTokens: est}}}) {
 		return // not stored: the turn stops here
 	}

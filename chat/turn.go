@@ -238,17 +238,19 @@ func (t *turn) run() {
 			calls[i] = Call{ID: fmt.Sprintf("t%dr%dc%d", t.number, t.rounds+1, i+1), Tool: wc.Tool, Arguments: wc.Arguments}
 			entries = append(entries, Output{Kind: KindToolCall, Turn: t.number, Call: &calls[i]})
 		}
-		if !t.write(entries) {
-			return
-		}
 		// The estimate of the next call starts from what this one reported.
-		t.doc.LastAnswer.Seq, t.doc.LastAnswer.Tokens = entries[0].Seq, resp.Usage.Total()
+		t.doc.AnswerTokens = resp.Usage.Total()
+		// An answer that ends the turn goes on record with its end, in one
+		// write.
 		if len(calls) == 0 {
-			t.end(EndTurn, nil)
+			t.end(EndTurn, entries)
 			return
 		}
 		if t.rounds == t.c.cfg.MaxRounds {
-			t.end(MaxRounds, notRun(t.number, calls, fmt.Sprintf("The turn reached its bound of %d rounds of tool calls before this call ran; it was not run. The person sends a message to continue.", t.c.cfg.MaxRounds)))
+			t.end(MaxRounds, append(entries, notRun(t.number, calls, fmt.Sprintf("The turn reached its bound of %d rounds of tool calls before this call ran; it was not run. The person sends a message to continue.", t.c.cfg.MaxRounds))...))
+			return
+		}
+		if !t.write(entries) {
 			return
 		}
 		t.rounds++
