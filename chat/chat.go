@@ -217,7 +217,9 @@ func (c *Chat) Close(ctx context.Context) error {
 	}
 }
 
-var errServiceStopped = errors.New("the service stopped")
+// errServiceStopped is why Close ends what runs: a cancellation, so that
+// a run it stops is told interrupted (planexec.StatusOf), not failed.
+var errServiceStopped = fmt.Errorf("the service stopped: %w", context.Canceled)
 
 // hold gives a person's call (an apply, a reject) a context that keeps
 // ctx's values but not its cancellation, so that a request that goes away

@@ -29,6 +29,7 @@ type tracker struct {
 	calls   map[string]int // tool calls, by tool
 	release chan struct{}  // when set, list_items waits on it
 	created chan struct{}  // when set, create_item waits on it, whatever its context says
+	drained bool           // when set, create_item returns, done, once its context is cancelled
 	started chan string    // when set, each tool call says its tool here
 }
 
@@ -120,6 +121,9 @@ func (tr *tracker) writes() []*planexec.Tool {
 		if tr.created != nil {
 			<-tr.created
 		}
+		if tr.drained {
+			<-ctx.Done()
+		}
 		tr.mu.Lock()
 		defer tr.mu.Unlock()
 		it := &item{ID: fmt.Sprintf("T-%d", tr.next), Title: a.Title, State: "open", Version: 1}
@@ -169,7 +173,13 @@ type rig struct {
 
 func newRig(t testing.TB, model llm.Model, tune ...func(*chat.Config)) *rig {
 	t.Helper()
-	tr := newTracker()
+	return newRigOn(t, newTracker(), model, tune...)
+}
+
+// newRigOn is newRig over tr, for a test that builds its own engine over
+// the tracker's tools.
+func newRigOn(t testing.TB, tr *tracker, model llm.Model, tune ...func(*chat.Config)) *rig {
+	t.Helper()
 	st := memory.New()
 	engine, err := planexec.NewExecutor(planexec.Config{Tools: append(tr.reads(), tr.writes()...), Store: st})
 	if err != nil {

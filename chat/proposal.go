@@ -25,6 +25,8 @@ var ErrNoStep = errors.New("chat: the proposal has no such step")
 // steps not applied yet (a step applied before is replayed, not run
 // again); applying again what was applied goes on with that run (after a
 // person's approval, or an interruption) rather than starting another.
+// Every apply runs all the steps applied so far, so none is left behind by
+// one that stopped early.
 //
 // The first decision on a proposal stands, whichever process makes it: the
 // person's decision to apply (KindApplying) is stored before any step runs,
@@ -32,10 +34,12 @@ var ErrNoStep = errors.New("chat: the proposal has no such step")
 // What the run did goes on the transcript (KindApplied), so the planner
 // learns of it. The engine's errors are returned as they are: a
 // *planexec.ApprovalPendingError when a step waits on a person, a
-// *planexec.PlanValidationError when the proposal no longer fits, an error
-// that is planexec.ErrRunBusy or planexec.ErrInFlight when another request
-// is applying it at this moment (nothing is recorded then: that one
-// records what the run did).
+// *planexec.PlanValidationError when the proposal no longer fits, a
+// *planexec.DelegationError when the person's delegation or the engine's
+// authorizer does not cover a step, an error that is planexec.ErrInFlight
+// when another request is running its steps at this moment (nothing is
+// recorded then; that request records what it ran, and applying again once
+// it is done runs what is left).
 //
 // The run goes on if ctx is cancelled, as a turn does: a person who closes
 // the page does not leave it half done. Chat.Close stops it, resumably.
@@ -94,20 +98,18 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		break
 	}
 
-	var res *planexec.Result
-	if _, ierr := run.Info(ctx); ierr == nil && st.covered {
-		res, err = run.Resume(ctx)
-	} else if ierr == nil || errors.Is(ierr, planexec.ErrNoRecord) {
-		plan := st.p.Plan.plan()
-		plan.ID, plan.Revision = proposal, st.revision
-		plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
-		res, err = run.Execute(ctx, plan)
-	} else {
-		return nil, ierr
-	}
+	// Every apply runs every step applied so far, whatever the engine's
+	// store holds of the run (a narrower revision another request saved, or
+	// none, after a crash): what finished is replayed by the engine, never
+	// run again, and a person's recorded decision holds, as its request is
+	// the step's and not the revision's.
+	plan := st.p.Plan.plan()
+	plan.ID, plan.Revision = proposal, st.revision
+	plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
+	res, err := run.Execute(ctx, plan)
 	var pending *planexec.ApprovalPendingError
 	switch {
-	case (errors.Is(err, planexec.ErrRunBusy) || errors.Is(err, planexec.ErrInFlight)) && !ranHere(res):
+	case errors.Is(err, planexec.ErrInFlight) && !ranHere(res):
 		return nil, err // another request is applying it at this moment: that one records
 	case res == nil && err != nil && !errors.As(err, &pending):
 		return nil, err // nothing ran: refused as it stands now, a store down
@@ -128,8 +130,9 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 			dec.Results = append(dec.Results, so)
 		}
 	}
+	// What the run did goes on record even when Close stopped it.
 	entry := Output{Kind: KindApplied, By: person.User, Decision: dec}
-	if _, werr := c.cfg.Store.AppendEntries(ctx, person.Tenant, session, []json.RawMessage{encodeEntry(&entry)}); werr != nil {
+	if _, werr := c.cfg.Store.AppendEntries(context.WithoutCancel(ctx), person.Tenant, session, []json.RawMessage{encodeEntry(&entry)}); werr != nil {
 		return res, errors.Join(err, werr)
 	}
 	c.notify(sessionKey{person.Tenant, session})
@@ -171,8 +174,9 @@ func appliedRunID(session, proposal string) string { return "chat:" + session + 
 // Reject rejects a proposal for the person, with their reason. Deciding a
 // proposal either way takes the authority to apply it: a person whose scope
 // does not cover one of its steps gets the engine's refusal (a
-// *planexec.PlanValidationError, ReasonNotAllowed), and nothing is
-// recorded. A proposal decided before, applied or rejected, on any process,
+// *planexec.PlanValidationError, ReasonNotAllowed), one whose delegation
+// expired or whom the engine's authorizer refuses a *planexec.DelegationError,
+// and nothing is recorded. A proposal decided before, applied or rejected, on any process,
 // is ErrDecided.
 func (c *Chat) Reject(ctx context.Context, person planexec.Delegation, session, proposal, reason string) error {
 	if err := c.person(person); err != nil {
@@ -191,8 +195,14 @@ func (c *Chat) Reject(ctx context.Context, person planexec.Delegation, session, 
 	if err != nil {
 		return err
 	}
+	// As for an apply: the person's scope, their delegation's expiry and
+	// the engine's authorizer; a plan that no longer fits for other reasons
+	// may still be rejected.
 	var pve *planexec.PlanValidationError
 	if err := run.Validate(st.p.Plan.plan()); errors.As(err, &pve) && pve.Reason == planexec.ReasonNotAllowed {
+		return err
+	}
+	if err := run.Authorize(ctx, st.p.Plan.plan()); err != nil {
 		return err
 	}
 	entry := Output{Kind: KindRejected, By: person.User, Decision: &Decision{Proposal: proposal, Reason: clipRunes(reason, 2000)}}
@@ -227,9 +237,7 @@ type proposalState struct {
 	// revision counts the applies that widened them.
 	applied  []string
 	revision int
-	// covered reports that the latest widen found nothing new to apply.
-	covered bool
-	last    int64
+	last     int64
 }
 
 // readProposal reads what the session's transcript says of a proposal.
@@ -284,7 +292,7 @@ func (c *Chat) readMore(ctx context.Context, tenant, session string, st *proposa
 }
 
 // widen is the steps applied so far together with named, in the plan's
-// order; it notes whether named held nothing new.
+// order.
 func (st *proposalState) widen(named []string) []string {
 	var out []string
 	for _, s := range st.p.Plan.Steps {
@@ -292,7 +300,6 @@ func (st *proposalState) widen(named []string) []string {
 			out = append(out, s.ID)
 		}
 	}
-	st.covered = len(out) == len(st.applied)
 	return out
 }
 

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/chat"
@@ -517,5 +519,125 @@ func TestAnApplyRefusedAsThingsStandRecordsNoDecisionAndTheProposalCanStillBeRej
 	}
 	if n := r.tracker.called("create_item") + r.tracker.called("update_item"); n != 0 {
 		t.Fatalf("%d steps ran", n)
+	}
+}
+
+// plansDown is an engine's store whose plans cannot be saved while down
+// is set; its claims and decisions are kept as ever.
+type plansDown struct {
+	*memory.Store
+	down atomic.Bool
+}
+
+func (p *plansDown) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
+	if p.down.Load() {
+		return errors.New("the database is down")
+	}
+	return p.Store.SavePlan(ctx, rec)
+}
+
+func TestAnApplyCutShortIsFinishedByTheNextWhateverTheEngineKeptOfTheRun(t *testing.T) {
+	tr := newTracker()
+	plans := &plansDown{Store: memory.New()}
+	engine, err := planexec.NewExecutor(planexec.Config{Tools: tr.writes(), Store: plans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigOn(t, tr, proposer(threeSteps), func(c *chat.Config) { c.Engine = engine })
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	ctx := context.Background()
+
+	if _, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"}); err != nil {
+		t.Fatal(err)
+	}
+	// The decision to apply the rest goes on record; the run of it does
+	// not start: the engine keeps the run of s3 alone.
+	plans.down.Store(true)
+	if _, err := r.chat.Apply(ctx, ana(), s, p.ID, nil); err == nil {
+		t.Fatal("an apply with the engine's store down did not fail")
+	}
+	plans.down.Store(false)
+	res, err := r.chat.Apply(ctx, ana(), s, p.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.called("create_item") != 2 || tr.called("update_item") != 1 || len(res.Steps) != 3 || !res.Steps["s3"].Replayed {
+		t.Fatalf("applying again: create_item %d, update_item %d; %+v", tr.called("create_item"), tr.called("update_item"), res.Steps)
+	}
+	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := of(all, chat.KindApplied)
+	if d := last[len(last)-1].Decision; d.Status != string(planexec.RunCompleted) || len(d.Results) != 3 {
+		t.Fatalf("the last apply on record: %+v", d)
+	}
+}
+
+func TestRejectingTakesWhatApplyingTakes(t *testing.T) {
+	tr := newTracker()
+	engine, err := planexec.NewExecutor(planexec.Config{Tools: tr.writes(), Store: memory.New(),
+		Authorizer: planexec.AuthorizerFunc(func(_ context.Context, d planexec.Delegation, _ planexec.Step) error {
+			if d.User == "cara" {
+				return errors.New("cara is on leave")
+			}
+			return nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigOn(t, tr, proposer(threeSteps), func(c *chat.Config) { c.Engine = engine })
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	ctx := context.Background()
+	cara := planexec.Delegation{Tenant: "acme", User: "cara", Scope: writeScope}
+	dan := planexec.Delegation{Tenant: "acme", User: "dan", Scope: writeScope, Expires: time.Now().Add(-time.Minute)}
+	for _, who := range []planexec.Delegation{cara, dan} {
+		var de *planexec.DelegationError
+		if err := r.chat.Reject(ctx, who, s, p.ID, "no"); !errors.As(err, &de) {
+			t.Errorf("%s rejecting: %v, want a *DelegationError", who.User, err)
+		}
+	}
+	if _, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"}); err != nil {
+		t.Fatalf("ana applying after the refused rejections: %v", err)
+	}
+}
+
+// heeding is a store of transcripts that refuses a write whose context is
+// done, as a database's would.
+type heeding struct{ store.TranscriptStore }
+
+func (h heeding) AppendEntries(ctx context.Context, tenant, session string, entries []json.RawMessage) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return h.TranscriptStore.AppendEntries(ctx, tenant, session, entries)
+}
+
+func TestWhatAnApplyDidIsOnRecordWhenCloseStopsIt(t *testing.T) {
+	r := newRig(t, proposer(threeSteps), func(c *chat.Config) { c.Store = heeding{c.Store} })
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	r.tracker.drained = true // s1 and s3 finish only once Close has stopped the apply
+	r.tracker.started = make(chan string, 8)
+	ctx := context.Background()
+	applied := make(chan error, 1)
+	go func() { _, err := r.chat.Apply(ctx, ana(), s, p.ID, nil); applied <- err }()
+	<-r.tracker.started
+	if err := r.chat.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-applied
+	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := of(all, chat.KindApplied)
+	if len(d) != 1 || d[0].Decision.Status != string(planexec.RunInterrupted) || len(d[0].Decision.Results) == 0 || d[0].Decision.Results[0].Status != "done" {
+		t.Fatalf("on record after Close: %s", mustJSON(of(all, chat.KindApplying, chat.KindApplied)))
+	}
+	if r.tracker.called("update_item") != 0 {
+		t.Fatal("a step after the one Close interrupted ran")
 	}
 }

@@ -217,6 +217,12 @@ func (h *handler) apply(w http.ResponseWriter, r *http.Request, person planexec.
 		return
 	}
 	res, err := h.chat.Apply(r.Context(), person, r.PathValue("id"), r.PathValue("proposal"), body.Steps)
+	if _, ok := errors.AsType[*store.Error](err); ok {
+		// What the run did is the answer; a store that failed to record
+		// some of it is the service's to know, not the client's.
+		h.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "chathttp: applying a proposal: a store failed",
+			slog.String("tenant", person.Tenant), slog.String("session", r.PathValue("id")), slog.Any("error", err))
+	}
 	pending, waits := errors.AsType[*planexec.ApprovalPendingError](err)
 	switch {
 	case waits:
@@ -388,32 +394,39 @@ func problemOf(err error) (problem, bool) {
 }
 
 // applyRefusal is the message of an engine's refusal to apply a proposal,
-// or "". A plan's refusal and the autonomy ladder's and a person's say what
-// was refused and why in bounded words (a plan validation error never holds
-// an argument value); a step's failure is said in fixed words, as a tool's
-// error may hold anything.
+// or "". It is made of the typed error's own fields (the reason, the step
+// and the tool, which the engine bounds and cleans), in fixed words: an
+// error's text may hold more, as the engine joins to a refusal what a store
+// said as it recorded it, and a gate's approver and reason are the
+// service's own.
 func applyRefusal(err error) string {
+	at := func(step, tool string) string {
+		return "Step " + strconv.Quote(step) + " (" + strconv.Quote(tool) + ")"
+	}
 	if ie, ok := errors.AsType[*planexec.IndeterminateOutcomeError](err); ok {
 		if ie.InDoubt {
-			return "Step " + strconv.Quote(ie.Step) + " (" + ie.Tool + ") failed and its effect may have landed; it will not run again until its outcome is settled."
+			return at(ie.Step, ie.Tool) + " failed and its effect may have landed; it will not run again until its outcome is settled."
 		}
-		return "Step " + strconv.Quote(ie.Step) + " (" + ie.Tool + ") is running elsewhere; it is not run twice."
+		return at(ie.Step, ie.Tool) + " is running elsewhere; it is not run twice."
 	}
 	if se, ok := errors.AsType[*planexec.StepError](err); ok {
-		msg := "Step " + strconv.Quote(se.Step) + " (" + se.Tool + ") failed"
 		if te, ok := errors.AsType[*chat.ToolError](se); ok {
-			return msg + ": " + te.Message
+			return at(se.Step, se.Tool) + " failed: " + te.Message
 		}
-		return msg + "."
+		return at(se.Step, se.Tool) + " failed."
 	}
-	if _, ok := errors.AsType[*planexec.PlanValidationError](err); ok {
-		return err.Error()
+	if pve, ok := errors.AsType[*planexec.PlanValidationError](err); ok {
+		msg := "The proposal cannot run as things stand (" + string(pve.Reason) + ")"
+		if pve.Step != "" {
+			msg += ": step " + strconv.Quote(pve.Step) + " (" + strconv.Quote(pve.Tool) + ")"
+		}
+		return msg + ". Nothing ran."
 	}
-	if _, ok := errors.AsType[*planexec.AutonomyRefusedError](err); ok {
-		return err.Error()
+	if are, ok := errors.AsType[*planexec.AutonomyRefusedError](err); ok {
+		return at(are.Step, are.Tool) + " is refused by the autonomy policy (class " + strconv.Quote(are.Class) + ")."
 	}
-	if _, ok := errors.AsType[*planexec.ApprovalDeniedError](err); ok {
-		return err.Error()
+	if ade, ok := errors.AsType[*planexec.ApprovalDeniedError](err); ok {
+		return at(ade.Step, ade.Tool) + " was not approved."
 	}
 	return ""
 }

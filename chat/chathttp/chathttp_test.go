@@ -53,6 +53,8 @@ type fixture struct {
 	waiting chan struct{} // gets a value when the waiting read starts
 	release chan struct{} // closed to let it return
 
+	chat *chat.Chat
+
 	mu      sync.Mutex
 	created []string // the titles create_item was called with
 }
@@ -110,6 +112,7 @@ func newFixture(t *testing.T, o options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.chat = c
 	h := chathttp.New(c, chathttp.Config{Authenticate: authenticate, Heartbeat: o.heartbeat, MaxBodyBytes: o.maxBody, Logger: logger})
 	srv := httptest.NewServer(h)
 	f.url = srv.URL
@@ -900,4 +903,36 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// TestADenialIsAnsweredInFixedWords: the approver and reason a gate records
+// are the service's own; the answer says only which step was not approved.
+func TestADenialIsAnsweredInFixedWords(t *testing.T) {
+	f := newFixture(t, options{})
+	f.session("s1")
+	s := f.events("s1", "")
+	f.send("s1", "plan the release")
+	got := s.until("done")
+	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	var pending struct {
+		Approvals []struct{ ID string } `json:"approvals"`
+	}
+	f.must(http.StatusAccepted, "ana", "POST", "/sessions/s1/proposals/"+p.ID+"/apply", nil, &pending)
+	if len(pending.Approvals) != 1 {
+		t.Fatalf("approvals: %+v", pending)
+	}
+	ana := planexec.Delegation{Tenant: "acme", User: "ana"}
+	run, err := f.chat.AppliedRun(ana, "s1", p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Decide(context.Background(), planexec.Decision{RequestID: pending.Approvals[0].ID, Status: planexec.Denied,
+		Approver: "policy-bot@10.1.2.3", Why: "rule 42 of /etc/policy.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	status, body := f.do("ana", "POST", "/sessions/s1/proposals/"+p.ID+"/apply", nil)
+	e := checkError(t, status, body, http.StatusUnprocessableEntity, "apply_refused")
+	if e.Message != `Step "s1" ("publish") was not approved.` {
+		t.Errorf("the denial answered %q", e.Message)
+	}
 }

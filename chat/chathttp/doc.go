@@ -60,7 +60,8 @@
 //	data: {"seq":7,"kind":"tool_call","turn":1,"call":{...}}
 //
 // The event's name is the output's kind (text, message, tool_call,
-// tool_result, proposal, applied, rejected, compacted, error, done) and its
+// tool_result, proposal, applying, applied, rejected, compacted, error,
+// done) and its
 // id is the output's seq, the number of the transcript entry. A text event
 // carries no id: it is the text of the message that follows it with the
 // same seq, and a client that resumed from it would miss that message. A
