@@ -74,8 +74,7 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		}
 		// A plan that cannot run as it stands is refused before the
 		// decision goes on record, so it can still be rejected.
-		plan := st.p.Plan.plan()
-		plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
+		plan := st.plan(want)
 		if err := run.Validate(plan); err != nil {
 			return nil, err
 		}
@@ -103,10 +102,7 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	// none, after a crash): what finished is replayed by the engine, never
 	// run again, and a person's recorded decision holds, as its request is
 	// the step's and not the revision's.
-	plan := st.p.Plan.plan()
-	plan.ID, plan.Revision = proposal, st.revision
-	plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
-	res, err := run.Execute(ctx, plan)
+	res, err := run.Execute(ctx, st.plan(want))
 	var pending *planexec.ApprovalPendingError
 	switch {
 	case errors.Is(err, planexec.ErrInFlight) && !ranHere(res):
@@ -289,6 +285,15 @@ func (c *Chat) readMore(ctx context.Context, tenant, session string, st *proposa
 			return nil
 		}
 	}
+}
+
+// plan is the proposal's plan of the steps in want, as the engine runs it:
+// its id the proposal's, its revision the count of applies that widened it.
+func (st *proposalState) plan(want []string) planexec.Plan {
+	plan := st.p.Plan.plan()
+	plan.ID, plan.Revision = st.id, max(st.revision, 1)
+	plan.Steps = slices.DeleteFunc(plan.Steps, func(s planexec.Step) bool { return !slices.Contains(want, s.ID) })
+	return plan
 }
 
 // widen is the steps applied so far together with named, in the plan's
