@@ -220,6 +220,16 @@ func (r *rig) turn(person planexec.Delegation, session, text string) []chat.Outp
 	return r.until(session, sent.Seq-1, chat.KindDone)
 }
 
+// transcript is the session's whole transcript.
+func (r *rig) transcript(session string) []chat.Output {
+	r.t.Helper()
+	all, err := r.chat.Transcript(context.Background(), "acme", session, 0, 0)
+	if err != nil {
+		r.t.Fatalf("the transcript of %s: %v", session, err)
+	}
+	return all
+}
+
 // until watches the session after seq until an output of kind.
 func (r *rig) until(session string, after int64, kind chat.Kind) []chat.Output {
 	r.t.Helper()

@@ -85,10 +85,7 @@ func TestApplyingASubsetRunsOnlyThoseStepsAndWhatTheyDependOnOnce(t *testing.T) 
 	if r.tracker.called("create_item") != 2 || r.tracker.called("update_item") != 1 || !res.Steps["s1"].Replayed || res.Steps["s3"].Replayed {
 		t.Fatalf("applying the rest: create_item %d, update_item %d; %+v", r.tracker.called("create_item"), r.tracker.called("update_item"), res.Steps)
 	}
-	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	if got := kinds(of(all, chat.KindApplying, chat.KindApplied)); got != "applying applied applied applying applied" {
 		t.Fatalf("the decisions on record: %s", got)
 	}
@@ -180,10 +177,7 @@ func TestApplyingAProposalThatNoLongerFitsIsRefusedAndNothingRuns(t *testing.T) 
 	if n := r.tracker.called("create_item") + r.tracker.called("update_item"); n != 0 {
 		t.Fatalf("%d steps ran", n)
 	}
-	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	if n := len(of(all, chat.KindApplied)); n != 0 {
 		t.Fatalf("%d applied entries for a refused apply", n)
 	}
@@ -278,10 +272,7 @@ func TestAProposalThatNeedsApprovalWaitsForThePersonAndRunsOnceApproved(t *testi
 	if n := tr.called("close_item"); n != 1 {
 		t.Fatalf("close_item ran %d times, want once", n)
 	}
-	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	var statuses []string
 	for _, o := range of(all, chat.KindApplied) {
 		statuses = append(statuses, o.Decision.Status)
@@ -331,10 +322,7 @@ func TestTheFirstDecisionOnAProposalStandsWhenAnApplyAndARejectMeet(t *testing.T
 		if n := r.tracker.called("create_item") + r.tracker.called("update_item"); n != 0 {
 			t.Fatalf("%d steps ran after the rejection", n)
 		}
-		all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		all := r.transcript(s)
 		if got := kinds(of(all, chat.KindApplying, chat.KindApplied, chat.KindRejected)); got != "rejected" {
 			t.Fatalf("the decisions on record: %s, want the rejection alone", got)
 		}
@@ -354,10 +342,7 @@ func TestTheFirstDecisionOnAProposalStandsWhenAnApplyAndARejectMeet(t *testing.T
 		if applyErr != nil || r.tracker.called("create_item") != 1 {
 			t.Fatalf("the apply that came first: %v; create_item ran %d times", applyErr, r.tracker.called("create_item"))
 		}
-		all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		all := r.transcript(s)
 		if got := kinds(of(all, chat.KindApplying, chat.KindApplied, chat.KindRejected)); got != "applying applied" {
 			t.Fatalf("the decisions on record: %s, want the apply alone", got)
 		}
@@ -390,10 +375,7 @@ func TestAnApplyGoesOnWhenItsCallerGoesAway(t *testing.T) {
 	if got.err != nil || got.res == nil || got.res.Steps["s3"].Status != planexec.StepDone {
 		t.Fatalf("Apply = %+v, %v; want s3 done", got.res, got.err)
 	}
-	all, err := r.chat.Transcript(context.Background(), "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	if d := of(all, chat.KindApplied); len(d) != 1 || d[0].Decision.Status != string(planexec.RunCompleted) {
 		t.Fatalf("applied on record: %s", mustJSON(d))
 	}
@@ -488,10 +470,7 @@ func TestTwoAppliesAtOnceDoEachStepOnceAndTheOneThatRanRecordsIt(t *testing.T) {
 	if n := r.tracker.called("create_item"); n != 1 {
 		t.Fatalf("create_item ran %d times", n)
 	}
-	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	d := of(all, chat.KindApplying, chat.KindApplied)
 	if kinds(d) != "applying applied" || d[1].Decision.Status != string(planexec.RunCompleted) {
 		t.Fatalf("on record: %s", mustJSON(d))
@@ -507,10 +486,7 @@ func TestAnApplyRefusedAsThingsStandRecordsNoDecisionAndTheProposalCanStillBeRej
 	if _, err := r.chat.Apply(ctx, ben(), s, p.ID, nil); !errors.As(err, &pve) || pve.Reason != planexec.ReasonNotAllowed {
 		t.Fatalf("ben applying: %v, want not_allowed", err)
 	}
-	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	if d := of(all, chat.KindApplying, chat.KindApplied); len(d) != 0 {
 		t.Fatalf("a refused apply went on record: %s", kinds(d))
 	}
@@ -565,10 +541,7 @@ func TestAnApplyCutShortIsFinishedByTheNextWhateverTheEngineKeptOfTheRun(t *test
 	if tr.called("create_item") != 2 || tr.called("update_item") != 1 || len(res.Steps) != 3 || !res.Steps["s3"].Replayed {
 		t.Fatalf("applying again: create_item %d, update_item %d; %+v", tr.called("create_item"), tr.called("update_item"), res.Steps)
 	}
-	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	last := of(all, chat.KindApplied)
 	if d := last[len(last)-1].Decision; d.Status != string(planexec.RunCompleted) || len(d.Results) != 3 {
 		t.Fatalf("the last apply on record: %+v", d)
@@ -629,10 +602,7 @@ func TestWhatAnApplyDidIsOnRecordWhenCloseStopsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-applied
-	all, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := r.transcript(s)
 	d := of(all, chat.KindApplied)
 	if len(d) != 1 || d[0].Decision.Status != string(planexec.RunInterrupted) || len(d[0].Decision.Results) == 0 || d[0].Decision.Results[0].Status != "done" {
 		t.Fatalf("on record after Close: %s", mustJSON(of(all, chat.KindApplying, chat.KindApplied)))

@@ -360,6 +360,17 @@ func (s *stream) until(name string) []event {
 	}
 }
 
+// proposed creates session, sends text, follows the turn to its done, and
+// returns the stream (past the done) and the proposal the turn made.
+func (f *fixture) proposed(session, text string) (*stream, *chat.Proposal) {
+	f.t.Helper()
+	f.session(session)
+	s := f.events(session, "")
+	f.send(session, text)
+	got := s.until("done")
+	return s, got[indexOf(got, 0, "proposal")].output(f.t).Proposal
+}
+
 // last is the last of events: the one until looked for.
 func last(events []event) event { return events[len(events)-1] }
 
@@ -651,11 +662,7 @@ func (f *fixture) idle(session string) {
 // stream; the proposal can no longer be rejected.
 func TestApplyingAProposalRunsItsSteps(t *testing.T) {
 	f := newFixture(t, options{})
-	f.session("s1")
-	s := f.events("s1", "")
-	f.send("s1", "plan the launch")
-	got := s.until("done")
-	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	s, p := f.proposed("s1", "plan the launch")
 
 	var res struct {
 		Run    string `json:"run"`
@@ -699,11 +706,7 @@ func TestApplyingAProposalRunsItsSteps(t *testing.T) {
 // did, failed, with the tool's own words for the person.
 func TestAStepThatFailsIsInTheAnswer(t *testing.T) {
 	f := newFixture(t, options{})
-	f.session("s1")
-	s := f.events("s1", "")
-	f.send("s1", "plan a boom")
-	got := s.until("done")
-	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	s, p := f.proposed("s1", "plan a boom")
 
 	status, body := f.do("ana", "POST", "/sessions/s1/proposals/"+p.ID+"/apply", map[string]any{"steps": []string{"s9"}})
 	checkError(t, status, body, http.StatusBadRequest, "no_step")
@@ -733,11 +736,7 @@ func TestAStepThatFailsIsInTheAnswer(t *testing.T) {
 // waits for; nothing ran.
 func TestAStepThatWaitsForAPersonIsAccepted(t *testing.T) {
 	f := newFixture(t, options{})
-	f.session("s1")
-	s := f.events("s1", "")
-	f.send("s1", "plan the release")
-	got := s.until("done")
-	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	_, p := f.proposed("s1", "plan the release")
 	var res struct {
 		Run       string         `json:"run"`
 		Status    string         `json:"status"`
@@ -758,11 +757,7 @@ func TestAStepThatWaitsForAPersonIsAccepted(t *testing.T) {
 // runs.
 func TestAProposalThePersonMayNotRunIsRefused(t *testing.T) {
 	f := newFixture(t, options{})
-	f.session("s1")
-	s := f.events("s1", "")
-	f.send("s1", "plan the launch")
-	got := s.until("done")
-	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	_, p := f.proposed("s1", "plan the launch")
 	status, body := f.do("ben", "POST", "/sessions/s1/proposals/"+p.ID+"/apply", map[string]any{"steps": []string{"s1"}})
 	e := checkError(t, status, body, http.StatusForbidden, "forbidden")
 	if !strings.Contains(e.Message, `"create_item"`) {
@@ -778,11 +773,7 @@ func TestAProposalThePersonMayNotRunIsRefused(t *testing.T) {
 // TestRejectingAProposal records the person's reason.
 func TestRejectingAProposal(t *testing.T) {
 	f := newFixture(t, options{})
-	f.session("s1")
-	s := f.events("s1", "")
-	f.send("s1", "plan the launch")
-	got := s.until("done")
-	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	s, p := f.proposed("s1", "plan the launch")
 	f.must(http.StatusOK, "ana", "POST", "/sessions/s1/proposals/"+p.ID+"/reject", map[string]string{"reason": "not now"}, nil)
 	o := last(s.until("rejected")).output(t)
 	if o.By != "ana" || o.Decision.Reason != "not now" {
@@ -909,11 +900,7 @@ func (l *lockedWriter) String() string {
 // are the service's own; the answer says only which step was not approved.
 func TestADenialIsAnsweredInFixedWords(t *testing.T) {
 	f := newFixture(t, options{})
-	f.session("s1")
-	s := f.events("s1", "")
-	f.send("s1", "plan the release")
-	got := s.until("done")
-	p := got[indexOf(got, 0, "proposal")].output(t).Proposal
+	_, p := f.proposed("s1", "plan the release")
 	var pending struct {
 		Approvals []struct{ ID string } `json:"approvals"`
 	}
