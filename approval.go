@@ -3,37 +3,51 @@ package planexec
 import (
 	"context"
 	"encoding/json"
-	"sync"
-	"time"
+
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec/store"
 )
 
-// ApprovalRequest asks a person to clear one step. Its ID digests the tenant,
-// run, step, tool and ArgumentsDigest, so a decision for other arguments
-// clears nothing.
+// ApprovalRequest asks a person to clear one step: one effect of one plan
+// of one round. Its ID digests the tenant, run, plan, revision, round, step,
+// tool and ArgumentsDigest, so a decision clears that effect and nothing
+// else: the same step asked for in a later round is asked again.
 type ApprovalRequest struct {
-	ID       string
-	Tenant   string
-	RunID    string
-	User     string
-	Agent    string
-	PlanID   string
-	Revision int
-	StepID   string
-	Tool     string
-	Intent   string
-	// Arguments are the validated arguments as canonical JSON, for showing to
-	// the person deciding, except that a decimal keeps the scale it was
-	// written with ("412.50", where ArgumentsDigest digests 412.5). They came
-	// from the model: keep them out of logs.
-	Arguments       json.RawMessage
-	ArgumentsDigest string
-	Irreversible    bool
-	// Class is the autonomy class that escalated the step, if any.
-	Class string
+	ID       string `json:"id"`
+	Tenant   string `json:"tenant"`
+	RunID    string `json:"run_id"`
+	User     string `json:"user,omitempty"`
+	Agent    string `json:"agent,omitempty"`
+	PlanID   string `json:"plan_id"`
+	Revision int    `json:"revision"`
+	Round    int    `json:"round,omitempty"`
+	StepID   string `json:"step_id"`
+	Tool     string `json:"tool"`
+	Intent   string `json:"intent,omitempty"`
+	// Arguments are the validated arguments (references resolved) as
+	// canonical JSON, for showing to the person deciding, except that a
+	// decimal keeps the scale it was written with ("412.50", where
+	// ArgumentsDigest digests 412.5). They came from the model: keep them
+	// out of logs.
+	Arguments       json.RawMessage `json:"arguments"`
+	ArgumentsDigest string          `json:"arguments_digest"`
+	Irreversible    bool            `json:"irreversible,omitempty"`
+	// Class is the autonomy class of the step's tool, if any; Grant the
+	// grant that escalated it (past its ceiling, say), if one did; Amount
+	// and Currency what the step would count against a ceiling.
+	Class    string          `json:"class,omitempty"`
+	Grant    string          `json:"grant,omitempty"`
+	Amount   decimal.Decimal `json:"amount,omitzero"`
+	Currency string          `json:"currency,omitempty"`
 	// Why says why a person is asked.
-	Why string
+	Why string `json:"why"`
+}
+
+// document is the request as a run waiting for it stores it.
+func (r *ApprovalRequest) document() json.RawMessage {
+	b, _ := json.Marshal(r) // strings, numbers and JSON checked by validation: it cannot fail
+	return b
 }
 
 // Approve returns a decision that clears this request.
@@ -52,32 +66,19 @@ func (r ApprovalRequest) Defer() Decision {
 }
 
 // DecisionStatus is where a person's decision stands.
-type DecisionStatus string
+type DecisionStatus = store.DecisionStatus
 
 // Decision states.
 const (
-	Approved DecisionStatus = "approved"
-	Denied   DecisionStatus = "denied"
-	Pending  DecisionStatus = "pending"
+	Approved = store.Approved
+	Denied   = store.Denied
+	Pending  = store.Pending
 )
 
 // Decision is a person's answer to one ApprovalRequest. It clears nothing
-// unless RequestID is the request's.
-type Decision struct {
-	RequestID string         `json:"request_id"`
-	Status    DecisionStatus `json:"status"`
-	Approver  string         `json:"approver,omitempty"`
-	// Why is the person's reason, for a denial.
-	Why       string    `json:"why,omitempty"`
-	DecidedAt time.Time `json:"decided_at"`
-	// Expires ends an approval's effect; zero never expires. It is checked
-	// again just before the step runs.
-	Expires time.Time `json:"expires"`
-}
-
-func (d Decision) expired(now time.Time) bool {
-	return !d.Expires.IsZero() && !now.Before(d.Expires)
-}
+// unless RequestID is the request's, and the first decision on a request
+// stands.
+type Decision = store.Decision
 
 // ApprovalGate asks a person. It may block until they answer (a terminal
 // prompt), or answer Pending at once and let the service collect the decision
@@ -103,63 +104,3 @@ func (f ApprovalGateFunc) RequestApproval(ctx context.Context, req ApprovalReque
 var DecideLater ApprovalGate = ApprovalGateFunc(func(_ context.Context, req ApprovalRequest) (Decision, error) {
 	return req.Defer(), nil
 })
-
-// ApprovalStore keeps decisions, so a resume never asks a person twice for
-// the same request. Decisions are scoped by tenant. A store that keeps plans
-// keeps decisions too by implementing it.
-type ApprovalStore interface {
-	// Decision returns the decision recorded for requestID, or ErrNoRecord.
-	Decision(ctx context.Context, tenant, requestID string) (Decision, error)
-	// SaveDecision records d for its request, unless the decision
-	// recorded for it settles the request already: a denial, or, when d
-	// approves, an approval that has not expired at d.DecidedAt. That is
-	// store.ErrDecided, and nothing changes: of two people deciding one
-	// request at once, the first decision recorded stands. A denial may
-	// replace an approval (it is withdrawn: a step not yet run will not),
-	// and any decision replaces an approval that expired.
-	SaveDecision(ctx context.Context, tenant string, d Decision) error
-}
-
-// Stands reports whether d, recorded, still decides its request at now: a
-// denial always does, an approval until it expires.
-func (d Decision) Stands(now time.Time) bool {
-	return d.Status == Denied || (d.Status == Approved && !d.expired(now))
-}
-
-// Keeps reports whether d, recorded, stays recorded when next is saved for
-// its request: the rule of ApprovalStore.SaveDecision, for those who write
-// a store.
-func (d Decision) Keeps(next Decision) bool {
-	return d.Status == Denied || (d.Status == Approved && next.Status == Approved && !d.expired(next.DecidedAt))
-}
-
-// decisions is where an executor whose store keeps no decisions keeps them:
-// in memory, for the life of the executor.
-type decisions struct {
-	mu sync.Mutex
-	m  map[[2]string]Decision
-}
-
-func (s *decisions) Decision(_ context.Context, tenant, requestID string) (Decision, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d, ok := s.m[[2]string{tenant, requestID}]
-	if !ok {
-		return Decision{}, ErrNoRecord
-	}
-	return d, nil
-}
-
-func (s *decisions) SaveDecision(_ context.Context, tenant string, d Decision) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = map[[2]string]Decision{}
-	}
-	k := [2]string{tenant, d.RequestID}
-	if prev, ok := s.m[k]; ok && prev.Keeps(d) {
-		return store.ErrDecided
-	}
-	s.m[k] = d
-	return nil
-}

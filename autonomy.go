@@ -31,6 +31,21 @@ const (
 	LevelNever Level = "never"
 )
 
+// AuthorityClass is the action class of tools that would issue or widen
+// autonomy or authority: grant a level, extend a delegation, add a role.
+// Its steps are refused for every agent, whatever the grants say, and
+// nobody is asked; a grant for it is a *ConfigurationError.
+const AuthorityClass = "autonomy.grant"
+
+// reservedWhy says why a step of class is refused whatever the grants say,
+// or "".
+func reservedWhy(class string) string {
+	if class == AuthorityClass {
+		return "class " + AuthorityClass + " issues or widens authority: no agent may act in it, and nobody is asked"
+	}
+	return ""
+}
+
 // verdict is the ladder's decision for one step.
 type verdict string
 
@@ -96,12 +111,6 @@ type AutonomyLadder struct {
 	classes map[string]*ActionClass // by name
 	byTool  map[string]*ActionClass
 	grants  map[string]*Grant
-	spent   map[string][]spend // by grant id, within the window
-}
-
-type spend struct {
-	at     time.Time
-	amount decimal.Decimal
 }
 
 // NewAutonomyLadder builds a ladder over classes. A tool in two classes, or a
@@ -111,7 +120,6 @@ func NewAutonomyLadder(classes ...ActionClass) (*AutonomyLadder, error) {
 		classes: map[string]*ActionClass{},
 		byTool:  map[string]*ActionClass{},
 		grants:  map[string]*Grant{},
-		spent:   map[string][]spend{},
 	}
 	for i := range classes {
 		c := classes[i]
@@ -141,6 +149,9 @@ func (l *AutonomyLadder) Grant(g Grant) error {
 	if _, ok := l.classes[g.Class]; !ok {
 		return &ConfigurationError{Why: fmt.Sprintf("grant %q names unknown action class %q", g.ID, g.Class)}
 	}
+	if why := reservedWhy(g.Class); why != "" {
+		return &ConfigurationError{Why: fmt.Sprintf("grant %q: %s", g.ID, why)}
+	}
 	switch g.Level {
 	case LevelAskAlways, LevelActWithinLimits, LevelActAndReport, LevelNever:
 	default:
@@ -154,7 +165,7 @@ func (l *AutonomyLadder) Grant(g Grant) error {
 
 // Revoke withdraws a grant. A step cleared under it that has not started yet
 // will not start. What was acted on under it still counts against its window
-// if the same id is granted again. It reports whether the grant existed.
+// (in the store) if the same id is granted again. It reports whether the grant existed.
 func (l *AutonomyLadder) Revoke(id string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -174,16 +185,16 @@ func (l *AutonomyLadder) Classify(tool string) (ActionClass, bool) {
 
 // ladderDecision is the ladder's verdict for one step.
 type ladderDecision struct {
-	verdict verdict
-	class   string
-	grant   *Grant
-	amount  decimal.Decimal // what counts against the grant's ceiling
-	why     string
+	verdict  verdict
+	class    string
+	grant    *Grant
+	amount   decimal.Decimal // what counts against the grant's ceiling
+	currency string
+	why      string
 }
 
-// windowSpent tells what a grant let through within its window before now:
-// from the store, which counts it for every executor over it, or from the
-// ladder's own memory.
+// windowSpent tells what a grant let through within its window before now,
+// as the store counts it for every executor over it.
 type windowSpent func(g *Grant, now time.Time) (decimal.Decimal, error)
 
 // decide rules on one step. inPlan holds what the steps cleared before it put
@@ -194,6 +205,10 @@ type windowSpent func(g *Grant, now time.Time) (decimal.Decimal, error)
 func (l *AutonomyLadder) decide(now time.Time, tenant, user, tool string, args []byte, inPlan, acted map[string]decimal.Decimal, spent windowSpent) (ladderDecision, error) {
 	c := l.byTool[tool]
 	d := ladderDecision{class: c.Name}
+	if why := reservedWhy(c.Name); why != "" {
+		d.verdict, d.why = verdictRefuse, why
+		return d, nil
+	}
 	l.mu.Lock()
 	g := l.grantFor(tenant, user, c.Name, now)
 	l.mu.Unlock()
@@ -215,6 +230,7 @@ func (l *AutonomyLadder) decide(now time.Time, tenant, user, tool string, args [
 		return d, nil
 	}
 	amount, currency, why := amountOf(c, args)
+	d.amount, d.currency = amount, currency
 	if why != "" {
 		d.verdict, d.why = verdictEscalate, why
 		return d, nil
@@ -241,7 +257,7 @@ func (l *AutonomyLadder) decide(now time.Time, tenant, user, tool string, args [
 		d.verdict, d.why = verdictEscalate, fmt.Sprintf("over the ceiling of %s %s", g.Ceiling.Amount, g.Ceiling.Currency)
 		return d, nil
 	}
-	d.verdict, d.amount = verdictAct, amount
+	d.verdict = verdictAct
 	return d, nil
 }
 
@@ -271,44 +287,6 @@ func (l *AutonomyLadder) commit(now time.Time, cleared *Grant) (windowed *Ceilin
 		return nil, nil
 	}
 	return g.Ceiling, nil
-}
-
-// spend counts amount against g's window in the ladder's memory, unless it
-// would pass the ceiling (errNoHeadroom): for executors whose store counts
-// no ceilings.
-func (l *AutonomyLadder) spend(g *Grant, now time.Time, amount decimal.Decimal) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.spentWithin(g, now).Add(amount).GreaterThan(g.Ceiling.Amount) {
-		return fmt.Errorf("grant %q has %w", g.ID, errNoHeadroom)
-	}
-	l.spent[g.ID] = append(l.spent[g.ID], spend{at: now, amount: amount})
-	return nil
-}
-
-// spentInMemory is windowSpent from the ladder's memory.
-func (l *AutonomyLadder) spentInMemory(g *Grant, now time.Time) (decimal.Decimal, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.spentWithin(g, now), nil
-}
-
-// spentWithin sums what was acted on under g within its window, dropping what
-// fell out of it. Callers hold l.mu.
-func (l *AutonomyLadder) spentWithin(g *Grant, now time.Time) decimal.Decimal {
-	if g.Ceiling == nil || g.Ceiling.Window <= 0 {
-		return decimal.Zero
-	}
-	kept := l.spent[g.ID][:0]
-	total := decimal.Zero
-	for _, s := range l.spent[g.ID] {
-		if now.Sub(s.at) < g.Ceiling.Window {
-			kept = append(kept, s)
-			total = total.Add(s.amount)
-		}
-	}
-	l.spent[g.ID] = kept
-	return total
 }
 
 // longestWindow is the longest window of the ladder's grants' ceilings.

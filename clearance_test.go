@@ -72,15 +72,6 @@ func cGBP100() *planexec.Ceiling {
 	return &planexec.Ceiling{Amount: decimal.RequireFromString("100"), Currency: "GBP"}
 }
 
-// clearanceNoClaims narrows st to a store that keeps plans and decisions
-// but no idempotency claims: a step executed again runs again.
-func clearanceNoClaims(st *memory.Store) planexec.PlanStore {
-	return struct {
-		planexec.PlanStore
-		planexec.ApprovalStore
-	}{st, st}
-}
-
 // ---- the approval gate ----
 
 func TestAnIrreversibleStepIsClearedByAPersonBeforeAnyStepRuns(t *testing.T) {
@@ -144,7 +135,7 @@ func TestTheApprovalRecordBindsTheArgumentsNotTheirSpelling(t *testing.T) {
 		t.Helper()
 		r := &recorder{}
 		run, gate := newExecutor(t, r, nil)
-		_, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}})
+		_, err := run.Execute(context.Background(), planexec.Plan{ID: "p1", Steps: []planexec.Step{step("s1", "book_flight", args)}})
 		if err != nil {
 			t.Fatalf("Execute(%s): %v", args, err)
 		}
@@ -204,26 +195,22 @@ func TestADenialOnTheLastStepLeavesNothingExecuted(t *testing.T) {
 	cLastKind(t, es, planexec.EventPlanFailed)
 }
 
-func TestAPendingDecisionSaysWhetherThePlanWasStored(t *testing.T) {
-	for _, stored := range []bool{true, false} {
-		run, gate := newExecutor(t, &recorder{}, func(s *setup) {
-			if stored {
-				s.Store = memory.New()
-			}
-		})
-		gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
-		res, err := run.Execute(context.Background(), tripPlan())
-		var pending *planexec.ApprovalPendingError
-		if !errors.As(err, &pending) {
-			t.Fatalf("err = %v, want *ApprovalPendingError", err)
-		}
-		if res != nil {
-			t.Errorf("a pending run returned a result: %+v", res)
-		}
-		if pending.Stored != stored {
-			t.Errorf("Stored = %v, want %v", pending.Stored, stored)
-		}
-		if want := map[bool]string{true: "resume it", false: "no plan store"}[stored]; !strings.Contains(err.Error(), want) {
+func TestAPendingDecisionSaysThePlanIsStored(t *testing.T) {
+	run, gate := newExecutor(t, &recorder{}, nil)
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Defer() }
+	res, err := run.Execute(context.Background(), tripPlan())
+	var pending *planexec.ApprovalPendingError
+	if !errors.As(err, &pending) {
+		t.Fatalf("err = %v, want *ApprovalPendingError", err)
+	}
+	if res != nil {
+		t.Errorf("a pending run returned a result: %+v", res)
+	}
+	if !pending.Stored || pending.Ran != 0 {
+		t.Errorf("Stored = %v, Ran = %d; want stored with nothing run", pending.Stored, pending.Ran)
+	}
+	for _, want := range []string{"nothing ran", "resume it"} {
+		if !strings.Contains(err.Error(), want) {
 			t.Errorf("message %q does not say %q", err, want)
 		}
 	}
@@ -355,13 +342,13 @@ func TestAGrantedDecisionIsNotAskedForAgainOnResume(t *testing.T) {
 	}
 }
 
-func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *testing.T) {
-	// The store keeps decisions but no claims, so the steps run again and
-	// only the decision carries over.
-	shared := withStore(clearanceNoClaims(memory.New()))
+func TestAGrantedDecisionCoversTheSamePlanOnlyWhenTheRunIsExecutedAgain(t *testing.T) {
+	shared := withStore(memory.New())
+	trip := tripPlan()
+	trip.ID = "p1"
 
 	run1, gate1 := newExecutor(t, &recorder{}, shared)
-	if _, err := run1.Execute(context.Background(), tripPlan()); err != nil {
+	if _, err := run1.Execute(context.Background(), trip); err != nil {
 		t.Fatalf("first run: %v", err)
 	}
 	first := gate1.Asked()
@@ -369,10 +356,11 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 		t.Fatalf("first run asked %d times", len(first))
 	}
 
-	// The same plan for the same run: the recorded decision clears it.
+	// The same plan for the same run: the recorded decision clears it, and
+	// the steps replay from their claims.
 	r2 := &recorder{}
 	run2, gate2 := newExecutor(t, r2, shared)
-	if _, err := run2.Execute(context.Background(), tripPlan()); err != nil {
+	if _, err := run2.Execute(context.Background(), trip); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
 	if asked := gate2.Asked(); len(asked) != 0 {
@@ -382,13 +370,14 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 	if i := findEvent(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
 		t.Errorf("want a replayed APPROVAL_GRANTED: %v", kinds(es))
 	}
-	if got := toolNames(r2.Calls()); len(got) != 2 {
-		t.Errorf("second run calls = %v", got)
+	if got := toolNames(r2.Calls()); len(got) != 0 {
+		t.Errorf("second run calls = %v, want none: both steps replay", got)
 	}
 
 	// Two seats instead of one: another record, so the person is asked.
 	run3, gate3 := newExecutor(t, &recorder{}, shared)
-	plan := tripPlan()
+	plan := trip
+	plan.Steps = slices.Clone(trip.Steps)
 	plan.Steps[1].Arguments = json.RawMessage(`{"flight":"BA117","seats":2}`)
 	if _, err := run3.Execute(context.Background(), plan); err != nil {
 		t.Fatalf("third run: %v", err)
@@ -396,6 +385,18 @@ func TestAGrantedDecisionCoversTheSameArgumentsOnlyWhenTheRunIsExecutedAgain(t *
 	asked := gate3.Asked()
 	if len(asked) != 1 || asked[0].ID == first[0].ID {
 		t.Errorf("two seats: asked %+v, want once under a new record (not %s)", asked, first[0].ID)
+	}
+
+	// The same steps in another plan of the run: another effect to clear,
+	// so the person is asked again.
+	run4, gate4 := newExecutor(t, &recorder{}, shared)
+	again := tripPlan()
+	again.ID = "p2"
+	if _, err := run4.Execute(context.Background(), again); err != nil {
+		t.Fatalf("fourth run: %v", err)
+	}
+	if asked := gate4.Asked(); len(asked) != 1 || asked[0].ID == first[0].ID {
+		t.Errorf("another plan: asked %+v, want once under a new record (not %s)", asked, first[0].ID)
 	}
 }
 
@@ -858,8 +859,14 @@ func TestAGrantWithSubTenantsCoversTheTenantsBelowIt(t *testing.T) {
 // asked exactly about the steps in escalated, each after AUTONOMY_ESCALATED.
 func cEscalates(t *testing.T, ladder *planexec.AutonomyLadder, steps []planexec.Step, escalated ...string) *planexec.Run {
 	t.Helper()
+	return cEscalatesIn(t, nil, ladder, steps, escalated...)
+}
+
+// cEscalatesIn is cEscalates over st (nil: a store of the run's own).
+func cEscalatesIn(t *testing.T, st store.Store, ladder *planexec.AutonomyLadder, steps []planexec.Step, escalated ...string) *planexec.Run {
+	t.Helper()
 	r := &recorder{}
-	run, gate := newExecutor(t, r, func(s *setup) { s.Ladder = ladder })
+	run, gate := newExecutor(t, r, func(s *setup) { s.Ladder, s.Store = ladder, st })
 	if _, err := run.Execute(context.Background(), planexec.Plan{Steps: steps}); err != nil {
 		t.Fatalf("Execute: %v", err)
 	}
@@ -915,7 +922,9 @@ func TestSpendingWithinTheWindowCountsAgainstTheNextPlan(t *testing.T) {
 	ceiling.Window = 24 * time.Hour
 	ladder := cLadder(t, planexec.Grant{ID: "g-refunds", Tenant: "acme", Class: "refunds", Level: planexec.LevelActWithinLimits, Ceiling: ceiling})
 
-	first, gate := newExecutor(t, &recorder{}, func(s *setup) { s.Ladder = ladder; s.Delegation.RunID = "run-a" })
+	// Windows are counted in the store the executors share.
+	st := memory.New()
+	first, gate := newExecutor(t, &recorder{}, func(s *setup) { s.Ladder, s.Store = ladder, st; s.Delegation.RunID = "run-a" })
 	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{cRefund("s1", "o-1", "70", "GBP")}}); err != nil {
 		t.Fatalf("first plan: %v", err)
 	}
@@ -924,7 +933,7 @@ func TestSpendingWithinTheWindowCountsAgainstTheNextPlan(t *testing.T) {
 	}
 
 	// 70 already spent; 40 more would pass 100.
-	second := cEscalates(t, ladder, []planexec.Step{cRefund("s1", "o-2", "40", "GBP")}, "s1")
+	second := cEscalatesIn(t, st, ladder, []planexec.Step{cRefund("s1", "o-2", "40", "GBP")}, "s1")
 	if findEvent(second.Events(), planexec.EventAutonomyCleared, "") >= 0 {
 		t.Errorf("the second plan acted past the window's headroom: %v", kinds(second.Events()))
 	}

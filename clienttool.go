@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"github.com/shopspring/decimal"
 
 	"github.com/planexec/planexec/internal/canonjson"
 	"github.com/planexec/planexec/internal/jsonptr"
@@ -193,6 +194,7 @@ type ToolCallPendingError struct {
 	RunID, Tenant string
 	Calls         []ToolCall
 	Stored        bool
+	cleared       map[string]clearance // how each call was cleared, by id
 }
 
 func (e *ToolCallPendingError) Error() string {
@@ -207,30 +209,51 @@ func callID(digest string) string {
 	return callPrefix + strings.TrimPrefix(digest, "sha256:")
 }
 
-// handBack hands a step of a tool its caller runs back to the caller.
-func (r *Run) handBack(x *execution, s *vstep) error {
-	call := ToolCall{ID: callID(s.key.Digest), StepID: s.step.ID, Tool: s.step.Tool, Arguments: json.RawMessage(s.args.canonical)}
-	x.ev(Event{Kind: EventToolCallHandedBack, StepID: call.StepID, Tool: call.Tool, Call: call.ID})
-	return &ToolCallPendingError{RunID: r.d.RunID, Tenant: r.d.Tenant, Calls: []ToolCall{call}}
+// callKey is the key digest of the step of call id.
+func callKey(id string) string {
+	return "sha256:" + strings.TrimPrefix(id, callPrefix)
 }
 
-// SubmitResult records what the caller's tool returned for a call handed
-// back (a *ToolCallPendingError): outcome, one JSON document, becomes the
-// step's outcome, and the next Resume (or Do) goes on with it, handing back
-// again only the calls still without a result. The same result given again
-// is taken (a retried request). A call the stored run does not await
-// (another run's, never handed back, or with another result in) is
-// ErrNotPending; an outcome that is not JSON is ErrInvalidDecision. Nothing
-// is recorded then.
-func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMessage) error {
-	d := &r.d
-	if r.ex.plans == nil {
-		return &ConfigurationError{Why: "no store: a call handed back is not on record"}
+// handedBack is a call handed back as a run waiting for its result stores
+// it: the call, and how its step was cleared, for the step's record.
+type handedBack struct {
+	Call       ToolCall        `json:"call"`
+	ApprovedBy string          `json:"approved_by,omitempty"`
+	Grant      string          `json:"grant,omitempty"`
+	Amount     decimal.Decimal `json:"amount,omitzero"`
+}
+
+// document is the call as a run waiting for its result stores it, cleared
+// as clr says.
+func (c *ToolCall) document(clr clearance) json.RawMessage {
+	h := handedBack{Call: *c}
+	if clr.decision != nil {
+		h.ApprovedBy = clr.decision.Approver
 	}
+	if clr.grant != nil {
+		h.Grant, h.Amount = clr.grant.ID, clr.amount
+	}
+	b, _ := json.Marshal(&h) // strings, a decimal and canonical JSON: it cannot fail
+	return b
+}
+
+// SubmitResult gives the result of a call handed back to the caller (a
+// *ToolCallPendingError): outcome, one JSON document, becomes the step's
+// outcome, and the next Resume (or Do) goes on with it, handing back
+// again only the calls still without a result.
+//
+// The call's key was claimed before the call was handed back: the result
+// completes that claim, with the step's record, in one write. The first
+// result given stands; the same result given again is taken (a retried
+// request), another is ErrNotPending. A call the stored run does not await
+// (another run's, never handed back) is ErrNotPending too, and an outcome
+// that is not JSON ErrInvalidDecision; nothing is recorded then. The run
+// acts under its stored delegation: an expired one is a *DelegationError.
+func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMessage) error {
 	if vs := strictjson.CheckValue(outcome, strictjson.Limits{MaxBytes: r.ex.cfg.Limits.MaxPlanBytes}); vs != nil {
 		return fmt.Errorf("planexec: the result of call %s: %s: %w", quote(call), vs[0], ErrInvalidDecision)
 	}
-	rec, err := r.load(ctx)
+	rec, d, err := r.adopt(ctx, acting)
 	if err != nil {
 		return err
 	}
@@ -245,21 +268,41 @@ func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMes
 		return notPending("the run awaits no such call")
 	}
 	w := rec.Waiting[i]
+	var h handedBack
+	if err := json.Unmarshal(w.Detail, &h); err != nil || h.Call.ID != call {
+		return &store.Error{Op: "load plan", Err: fmt.Errorf("the call %s run %s awaits: %w", quote(call), quote(d.RunID), store.ErrCorruptRecord)}
+	}
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, outcome) // checked above
-	if s, ok := rec.Steps[w.StepID]; ok && s.PlanID == rec.PlanID && s.Status == StepDone {
-		if bytes.Equal(s.Outcome, compact.Bytes()) {
-			return nil // the same result again (a retried request): it stands
+	st, key := r.ex.st, Key{Tenant: d.Tenant, Digest: callKey(call)}
+	for range 3 {
+		c, err := st.Claim(ctx, store.ClaimRequest{Key: key, RunID: d.RunID, StepID: w.StepID, Tool: w.Tool, Holder: handBackHolder(d.RunID),
+			Lease: r.ex.cfg.HandBackLease, TakeOver: true})
+		if err != nil {
+			return fmt.Errorf("planexec: the claim of call %s: %w", quote(call), err)
 		}
-		return notPending("another result is in")
+		switch {
+		case c.State == store.ClaimCompleted && bytes.Equal(c.Outcome, compact.Bytes()):
+			return nil // the same result again (a retried request): it stands
+		case c.State == store.ClaimCompleted:
+			return notPending("another result is in")
+		case c.State != store.ClaimAcquired && c.Holder != handBackHolder(d.RunID):
+			return notPending("another run holds its key")
+		}
+		sr := StepResult{Tool: w.Tool, Status: StepDone, Outcome: compact.Bytes(), Key: key, ApprovedBy: h.ApprovedBy}
+		srec := stepRecord(rec.PlanID, w.StepID, sr, clearance{}, "", r.ex.now())
+		srec.Grant, srec.Amount = h.Grant, h.Amount
+		err = st.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: c.Epoch, RunID: d.RunID, Outcome: sr.Outcome, Record: srec})
+		if errors.Is(err, store.ErrFenced) {
+			continue // another result landed first, or the claim moved on: read it again
+		}
+		if err != nil {
+			return fmt.Errorf("planexec: recording the result of call %s: %w", quote(call), err)
+		}
+		r.j.emit(&Event{Kind: EventToolResultSubmitted, RunID: d.RunID, Tenant: d.Tenant, PlanID: rec.PlanID, StepID: w.StepID, Tool: w.Tool, Call: call})
+		return r.j.flush(context.WithoutCancel(ctx))
 	}
-	st := store.StepRecord{StepID: w.StepID, PlanID: rec.PlanID, Tool: w.Tool, Status: StepDone, Outcome: compact.Bytes(),
-		Key: "sha256:" + strings.TrimPrefix(call, callPrefix), Finished: r.ex.cfg.Now()}
-	if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
-		return fmt.Errorf("planexec: recording the result of call %s: %w", quote(call), err)
-	}
-	r.rec.emit(&Event{Kind: EventToolResultSubmitted, RunID: d.RunID, Tenant: d.Tenant, PlanID: rec.PlanID, StepID: w.StepID, Tool: w.Tool, Call: call})
-	return r.flush(context.WithoutCancel(ctx))
+	return notPending("its claim keeps moving")
 }
 
 // maxSchemaCost bounds the subschemas a client's schema unfolds to, its

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -30,7 +31,7 @@ func confirmTool(t *testing.T) *planexec.Tool {
 }
 
 // clientRun is a run over the trip's tools and the caller's confirm tool.
-func clientRun(t *testing.T, r *recorder, st planexec.PlanStore) *planexec.Run {
+func clientRun(t *testing.T, r *recorder, st store.Store) *planexec.Run {
 	t.Helper()
 	run, _ := newExecutor(t, r, func(s *setup) {
 		s.Store = st

@@ -124,3 +124,27 @@ type AuthorizerFunc func(ctx context.Context, d Delegation, step Step) error
 func (f AuthorizerFunc) Authorize(ctx context.Context, d Delegation, step Step) error {
 	return f(ctx, d, step)
 }
+
+// narrowedBy is d as a caller's delegation c may narrow it: c's scope, if
+// it has one, within d's; the earlier of the two expiries. c names d's run
+// and tenant. A caller who acts for the run (same) acts for its user and
+// agent, never others: a user or agent c names must be d's.
+func (d Delegation) narrowedBy(c *Delegation, same bool) (Delegation, error) {
+	switch {
+	case same && c.User != "" && c.User != d.User:
+		return d, &DelegationError{RunID: d.RunID, Why: "the run acts for another user"}
+	case same && c.Agent != "" && c.Agent != d.Agent:
+		return d, &DelegationError{RunID: d.RunID, Why: "the run was delegated to another agent"}
+	}
+	if c.Scope != nil {
+		if d.Scope == nil {
+			d.Scope = slices.Clone(c.Scope)
+		} else {
+			d.Scope = slices.DeleteFunc(slices.Clone(d.Scope), func(t string) bool { return !slices.Contains(c.Scope, t) })
+		}
+	}
+	if !c.Expires.IsZero() && (d.Expires.IsZero() || c.Expires.Before(d.Expires)) {
+		d.Expires = c.Expires
+	}
+	return d, nil
+}

@@ -55,7 +55,7 @@ func TestAPersonIsShownADecimalAsTheModelWroteIt(t *testing.T) {
 	var asked []planexec.ApprovalRequest
 	for _, fare := range []string{"412.50", "412.5", "412.500"} {
 		ex, gate := newExecutor(t, &recorder{}, nil)
-		if _, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		if _, err := ex.Execute(context.Background(), planexec.Plan{ID: "p1", Steps: []planexec.Step{
 			step("s1", "book_flight", `{"flight":"BA117","seats":1,"fare":`+fare+`}`),
 		}}); err != nil {
 			t.Fatalf("Execute with fare %s: %v", fare, err)
@@ -80,7 +80,7 @@ func TestAPersonIsShownADecimalAsTheModelWroteIt(t *testing.T) {
 	// same record.
 	ex, gate := newExecutor(t, &recorder{}, nil)
 	for _, fare := range []string{"412.50", "412.5"} {
-		if _, err := ex.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{
+		if _, err := ex.Execute(context.Background(), planexec.Plan{ID: "p1", Steps: []planexec.Step{
 			step("s1", "book_flight", `{"flight":"BA117","seats":1,"fare":`+fare+`}`),
 		}}); err != nil {
 			t.Fatalf("Execute with fare %s: %v", fare, err)

@@ -260,15 +260,19 @@ func (e *ApprovalDeniedError) Error() string {
 	return s
 }
 
-// ApprovalPendingError reports that a person has yet to decide. Nothing ran,
-// unless the steps waiting hold references: those are cleared when they are
-// ready, after the steps they read ran (see RefKey). Once every decision exists (see Run.Decide), Resume goes on from the
-// stored plan; without a plan store, Execute the same plan again.
+// ApprovalPendingError reports that a person has yet to decide. The run is
+// stored awaiting the decisions (Stored); once each is recorded (see
+// Run.Decide), Resume goes on. Nothing ran unless Ran says so: a step whose
+// arguments hold references is cleared when it is ready, after the steps
+// it reads ran (see RefKey).
 type ApprovalPendingError struct {
 	RunID, Tenant string
 	Requests      []ApprovalRequest
-	// Stored is true when the plan was written to the plan store.
+	// Stored is true when the run was stored awaiting the decisions.
 	Stored bool
+	// Ran counts the steps of the plan that finished before the run
+	// stopped to wait.
+	Ran int
 }
 
 func (e *ApprovalPendingError) Error() string {
@@ -276,12 +280,16 @@ func (e *ApprovalPendingError) Error() string {
 	for i, r := range e.Requests {
 		steps[i] = quote(r.StepID)
 	}
-	next := "the plan is stored: resume it once decided"
-	if !e.Stored {
-		next = "there is no plan store: execute the plan again once decided"
+	ran := "nothing ran"
+	if e.Ran > 0 {
+		ran = fmt.Sprintf("%d steps before it finished", e.Ran)
 	}
-	return fmt.Sprintf("planexec: approval pending for step %s of run %s; nothing ran; %s",
-		strings.Join(steps, ", "), quote(e.RunID), next)
+	next := "the run is stored: resume it once decided"
+	if !e.Stored {
+		next = "the run could not be stored"
+	}
+	return fmt.Sprintf("planexec: approval pending for step %s of run %s; %s; %s",
+		strings.Join(steps, ", "), quote(e.RunID), ran, next)
 }
 
 // AwaitingReplyError reports that the planner of a run of rounds asked the

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
-	"github.com/planexec/planexec/store/memory"
 )
 
 // cBarrier lets n calls through once all n have arrived. A call that waits
@@ -566,15 +565,10 @@ func TestAnIncompleteResultHasNoOutcomeForTheStepsThatDidNotFinish(t *testing.T)
 // ---- what a tool's context says ----
 
 func TestTheIdempotencyKeyReachesTheToolAndIsStable(t *testing.T) {
-	keyOf := func(runID, args string, db bool) (string, bool) {
+	keyOf := func(runID, args string) (string, bool) {
 		t.Helper()
 		r := &recorder{}
-		run, _ := newExecutor(t, r, func(c *setup) {
-			c.Delegation.RunID = runID
-			if db {
-				c.Store = memory.New()
-			}
-		})
+		run, _ := newExecutor(t, r, func(c *setup) { c.Delegation.RunID = runID })
 		if _, err := run.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{step("s1", "book_flight", args)}}); err != nil {
 			t.Fatalf("Execute: %v", err)
 		}
@@ -586,24 +580,21 @@ func TestTheIdempotencyKeyReachesTheToolAndIsStable(t *testing.T) {
 		return calls[0].Key, calls[0].Key != ""
 	}
 
-	a, ok := keyOf("run-1", `{"flight":"BA117","seats":1}`, true)
+	a, ok := keyOf("run-1", `{"flight":"BA117","seats":1}`)
 	if !ok {
 		t.Fatal("the tool got no idempotency key")
 	}
-	if b, _ := keyOf("run-1", `{ "seats": 1, "flight": "BA117" }`, true); b != a {
+	if b, _ := keyOf("run-1", `{ "seats": 1, "flight": "BA117" }`); b != a {
 		t.Errorf("the same effect in another executor of the run has key %q, want %q", b, a)
 	}
-	if b, _ := keyOf("run-1", `{"flight":"BA117","seats":1,"note":"window seat"}`, true); b != a {
+	if b, _ := keyOf("run-1", `{"flight":"BA117","seats":1,"note":"window seat"}`); b != a {
 		t.Errorf("a note, not a key argument, changed the key: %q vs %q", b, a)
 	}
-	if b, _ := keyOf("run-1", `{"flight":"BA117","seats":2}`, true); b == a {
+	if b, _ := keyOf("run-1", `{"flight":"BA117","seats":2}`); b == a {
 		t.Error("two seats have the key of one")
 	}
-	if b, _ := keyOf("run-2", `{"flight":"BA117","seats":1}`, true); b == a {
+	if b, _ := keyOf("run-2", `{"flight":"BA117","seats":1}`); b == a {
 		t.Error("another run has the same key")
-	}
-	if _, ok := keyOf("run-1", `{"flight":"BA117","seats":1}`, false); ok {
-		t.Error("a key reached the tool with no store to keep claims")
 	}
 	if _, ok := planexec.IdempotencyKey(context.Background()); ok {
 		t.Error("IdempotencyKey reports a key outside any step")

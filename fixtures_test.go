@@ -273,7 +273,7 @@ func edits(es ...func(*setup)) func(*setup) {
 }
 
 // withStore shares a store.
-func withStore(st planexec.PlanStore) func(*setup) {
+func withStore(st store.Store) func(*setup) {
 	return func(s *setup) { s.Store = st }
 }
 
@@ -335,14 +335,19 @@ func mustContract[T any](name string, opts ...planexec.ContractOption) *planexec
 	return c
 }
 
-// storedPlan is a plan record holding p as a store would: its document.
+// storedPlan is a plan record holding p as a store would: its document,
+// and the delegation of dana's courier.
 func storedPlan(t testing.TB, tenant, run string, p planexec.Plan, status store.RunStatus) *store.PlanRecord {
 	t.Helper()
 	doc, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: doc, Status: status}
+	d, err := json.Marshal(planexec.Delegation{RunID: run, Tenant: tenant, User: "dana", Agent: "courier"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: doc, Status: status, Delegation: d}
 }
 
 // planOf decodes the plan a record holds.

@@ -109,7 +109,8 @@ func TestRevokingAndGrantingAgainDoesNotResetTheWindow(t *testing.T) {
 	grant := grantsRefunds(planexec.LevelActWithinLimits, "100", time.Hour)
 	ladder := grantsLadder(t, grant)
 
-	first, gate1 := newExecutor(t, &recorder{}, edits(grantsWithLadder(ladder), iRun("acme", "run-a")))
+	st := memory.New() // the store the executors share counts the window
+	first, gate1 := newExecutor(t, &recorder{}, edits(grantsWithLadder(ladder), iRun("acme", "run-a"), withStore(st)))
 	if _, err := first.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{grantsRefund("s1", "o-1", "60")}}); err != nil {
 		t.Fatalf("first plan: %v", err)
 	}
@@ -126,7 +127,7 @@ func TestRevokingAndGrantingAgainDoesNotResetTheWindow(t *testing.T) {
 
 	// 60 spent within the hour; 60 more would pass 100.
 	r := &recorder{}
-	second, gate2 := newExecutor(t, r, edits(grantsWithLadder(ladder), iRun("acme", "run-b")))
+	second, gate2 := newExecutor(t, r, edits(grantsWithLadder(ladder), iRun("acme", "run-b"), withStore(st)))
 	res, err := second.Execute(context.Background(), planexec.Plan{Steps: []planexec.Step{grantsRefund("s1", "o-2", "60")}})
 	if err != nil {
 		t.Fatalf("second plan: %v", err)
@@ -146,9 +147,7 @@ func TestRevokingAndGrantingAgainDoesNotResetTheWindow(t *testing.T) {
 func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 	ctx := context.Background()
 	ladder := grantsLadder(t, grantsRefunds(planexec.LevelActWithinLimits, "100", 0))
-	// A store without decisions: each executor keeps its own, so the resume
-	// must decide s2 afresh.
-	st := storePlansOnly{memory.New()}
+	st := memory.New()
 	plan := planexec.Plan{Goal: "two refunds", Steps: []planexec.Step{
 		grantsRefund("s1", "o-1", "60"),
 		iSearch("f", "LHR", "s1"),
@@ -170,13 +169,15 @@ func TestAPlanCeilingCountsWhatFinishedBeforeAResume(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Resume: %v", err)
 	}
-	// s1's 60 is still on this plan's account: 60 more passes 100.
-	if got := grantsAsked(gate); !slices.Equal(got, []string{"s2"}) {
-		t.Errorf("on resume the gate was asked about %v, want s2", got)
+	// s1's 60 is still on this plan's account: 60 more passes 100, and
+	// the person's decision on record clears s2.
+	if got := grantsAsked(gate); len(got) != 0 {
+		t.Errorf("on resume the gate was asked about %v, want none: the decision is on record", got)
 	}
 	es := second.Events()
-	if findEvent(es, planexec.EventAutonomyEscalated, "s2") < 0 || findEvent(es, planexec.EventAutonomyCleared, "s2") >= 0 {
-		t.Errorf("want s2 escalated on resume, not acted on: %v", kinds(es))
+	if findEvent(es, planexec.EventAutonomyEscalated, "s2") < 0 || findEvent(es, planexec.EventAutonomyCleared, "s2") >= 0 ||
+		findEvent(es, planexec.EventApprovalGranted, "s2") < 0 {
+		t.Errorf("want s2 escalated on resume and cleared by the recorded decision, not acted on: %v", kinds(es))
 	}
 	if s2 := res.Steps["s2"]; s2.Grant != "" || s2.ApprovedBy != "dana" {
 		t.Errorf("s2 = %+v, want cleared by dana, not under the grant", s2)

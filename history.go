@@ -3,8 +3,10 @@ package planexec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/planexec/planexec/store"
@@ -19,68 +21,97 @@ import (
 // the events since the last write. One execution stores its events in the
 // order Run.Events shows them.
 
+// journal is a run's record of events and what of it the store holds.
+type journal struct {
+	record
+	h           store.EventStore // nil: the history lives in the process only
+	tenant, run string
+
+	// The history's writes, one at a time so it is stored in order.
+	mu     sync.Mutex
+	stored int               // events[:stored] are in the store
+	buf    []byte            // the documents of the events being stored
+	ends   []int             // where each document ends in buf
+	docs   []json.RawMessage // the documents, as the store is handed them
+}
+
 // unstored encodes the events not yet in the store, and returns how many
-// events the store holds once they are. Callers hold r.flushMu.
-func (r *Run) unstored() ([]json.RawMessage, int) {
-	r.rec.mu.Lock()
-	defer r.rec.mu.Unlock()
-	n := len(r.rec.events)
-	if r.stored >= n {
+// events the store holds once they are. Callers hold j.mu.
+func (j *journal) unstored() ([]json.RawMessage, int) {
+	j.record.mu.Lock()
+	defer j.record.mu.Unlock()
+	n := len(j.events)
+	if j.stored >= n {
 		return nil, n
 	}
 	// The documents and their list are the run's own buffers, reused from
 	// one write to the next: a store copies what it keeps.
-	r.buf, r.ends = r.buf[:0], r.ends[:0]
-	for i := r.stored; i < n; i++ {
-		e := r.rec.events[i]
+	j.buf, j.ends = j.buf[:0], j.ends[:0]
+	for i := j.stored; i < n; i++ {
+		e := j.events[i]
 		e.Seq = 0 // the store numbers what it keeps
-		r.buf = appendEvent(r.buf, &e)
-		r.ends = append(r.ends, len(r.buf))
+		j.buf = appendEvent(j.buf, &e)
+		j.ends = append(j.ends, len(j.buf))
 	}
-	r.docs = r.docs[:0]
+	j.docs = j.docs[:0]
 	start := 0
-	for _, end := range r.ends {
-		r.docs = append(r.docs, r.buf[start:end:end])
+	for _, end := range j.ends {
+		j.docs = append(j.docs, j.buf[start:end:end])
 		start = end
 	}
-	return r.docs, n
+	return j.docs, n
 }
 
-// flush stores the events the store does not hold yet. Events it could not
-// store stay pending for the next write.
-func (r *Run) flush(ctx context.Context) error {
-	h := r.ex.history
-	if h == nil {
-		return nil
+// with makes a write that carries the events not yet stored: write is
+// handed them (nil when the store keeps no histories), and once it
+// succeeds they are stored. Events it could not store stay pending for the
+// next write.
+func (j *journal) with(write func(events []json.RawMessage) error) error {
+	if j.h == nil {
+		return write(nil)
 	}
-	r.flushMu.Lock()
-	defer r.flushMu.Unlock()
-	docs, n := r.unstored()
-	if len(docs) == 0 {
-		return nil
-	}
-	if err := h.AppendEvents(ctx, r.d.Tenant, r.d.RunID, docs); err != nil {
-		return fmt.Errorf("planexec: storing the history of run %s: %w", quote(r.d.RunID), err)
-	}
-	r.stored = n
-	return nil
-}
-
-// writeStep makes a finished step's joint write (store.StepStore) with the
-// events not yet stored.
-func (r *Run) writeStep(ctx context.Context, w *store.StepWrite, write func(context.Context, *store.StepWrite) error) error {
-	if r.ex.history == nil {
-		return write(ctx, w)
-	}
-	r.flushMu.Lock()
-	defer r.flushMu.Unlock()
-	var n int
-	w.Events, n = r.unstored()
-	if err := write(ctx, w); err != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	events, n := j.unstored()
+	if err := write(events); err != nil {
 		return err
 	}
-	r.stored = n
+	j.stored = n
 	return nil
+}
+
+// write makes a finished step's joint write (store.StepStore) with the
+// events not yet stored.
+func (j *journal) write(ctx context.Context, step func(context.Context, *store.StepWrite) error, w *store.StepWrite) error {
+	return j.with(func(events []json.RawMessage) error {
+		w.Events = events
+		return step(ctx, w)
+	})
+}
+
+// flush stores the events the store does not hold yet.
+func (j *journal) flush(ctx context.Context) error {
+	if j.h == nil {
+		return nil
+	}
+	err := j.with(func(events []json.RawMessage) error {
+		if len(events) == 0 {
+			return nil
+		}
+		return j.h.AppendEvents(ctx, j.tenant, j.run, events)
+	})
+	if err != nil {
+		return fmt.Errorf("planexec: storing the history of run %s: %w", quote(j.run), err)
+	}
+	return nil
+}
+
+// store stores, as a call ends, the events it recorded that are not in the
+// store yet; a failure to is joined to the call's error.
+func (j *journal) store(ctx context.Context, err *error) {
+	if ferr := j.flush(context.WithoutCancel(ctx)); ferr != nil {
+		*err = errors.Join(*err, ferr)
+	}
 }
 
 // History returns up to limit of the run's stored events numbered after
@@ -90,7 +121,7 @@ func (r *Run) writeStep(ctx context.Context, w *store.StepWrite, write func(cont
 // histories (store.EventStore); with none it is a *ConfigurationError. A
 // run with no history has none: not an error.
 func (r *Run) History(ctx context.Context, after int64, limit int) ([]Event, error) {
-	h := r.ex.history
+	h := r.ex.st.history
 	if h == nil {
 		return nil, &ConfigurationError{Why: "the store keeps no histories"}
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // hExecutor is an executor over r's tools and st, with a granting gate.
-func hExecutor(t *testing.T, r *recorder, st planexec.PlanStore, edit func(*planexec.Config)) (*planexec.Executor, *approve) {
+func hExecutor(t *testing.T, r *recorder, st store.Store, edit func(*planexec.Config)) (*planexec.Executor, *approve) {
 	t.Helper()
 	gate := &approve{}
 	cfg := planexec.Config{Tools: r.tools(), Gate: gate, Store: st}
@@ -228,9 +228,11 @@ func (hGarbage) Plan(context.Context, planexec.PlanRequest) (*planexec.PlanRespo
 }
 
 func TestHistoryNeedsAStoreThatKeepsOne(t *testing.T) {
-	run, _ := newExecutor(t, &recorder{}, nil)
+	// A store that keeps runs and claims, and no histories.
+	noHistory := struct{ store.Store }{memory.New()}
+	run, _ := newExecutor(t, &recorder{}, withStore(noHistory))
 	var ce *planexec.ConfigurationError
 	if _, err := run.History(context.Background(), 0, 10); !errors.As(err, &ce) {
-		t.Errorf("History with no store: err = %v, want a *ConfigurationError", err)
+		t.Errorf("History over a store with no histories: err = %v, want a *ConfigurationError", err)
 	}
 }

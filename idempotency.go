@@ -2,7 +2,6 @@ package planexec
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -21,30 +20,6 @@ type Key = store.Key
 // Run.Resolve.
 type Resolution = store.Resolution
 
-// IdempotencyStore keeps one claim per key, so no effect is done twice. A
-// claim has a holder, a lease and an epoch (a fencing token): a holder that
-// crashed blocks a reversible step only until its lease runs out, and a late
-// write from a holder whose claim was taken over is refused.
-type IdempotencyStore interface {
-	// Claim takes the key, or reports who has it or what it returned.
-	Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error)
-	// Extend renews the holder's lease while its tool runs. store.ErrFenced if
-	// the claim was taken over.
-	Extend(ctx context.Context, key Key, epoch int64, lease time.Duration) error
-	// Complete records the outcome; later claims get store.ClaimCompleted.
-	// ErrFenced if the claim was taken over.
-	Complete(ctx context.Context, key Key, epoch int64, outcome json.RawMessage) error
-	// Release gives the key up after a failure: freed when the effect did
-	// not happen, kept in doubt (inDoubt) when it may have.
-	Release(ctx context.Context, key Key, epoch int64, inDoubt bool) error
-	// Resolve settles a key in doubt, or one whose holder's lease ran out,
-	// and moves its epoch on so the old holder's writes are fenced. It
-	// returns ErrInFlight while a holder's lease is live (its outcome is
-	// about to be known), ErrCompleted when the effect is already recorded
-	// as done, and ErrNoRecord if the key was never claimed.
-	Resolve(ctx context.Context, key Key, r Resolution) error
-}
-
 // renewer extends a claim's lease every third of a lease while its tool
 // runs, on a timer rather than a goroutine of its own: most tools finish
 // before the first renewal is due. A worker keeps one for all the steps it
@@ -56,7 +31,7 @@ type renewer struct {
 
 	// The claim being renewed, set by start.
 	ctx    context.Context // renewals run under it, each bounded by a third of a lease
-	claims IdempotencyStore
+	claims store.IdempotencyStore
 	key    Key
 	epoch  int64
 	lease  time.Duration
@@ -67,7 +42,7 @@ type renewer struct {
 }
 
 // start renews the claim of step's key under epoch until stop.
-func (r *renewer) start(ctx context.Context, claims IdempotencyStore, key Key, epoch int64, lease time.Duration, step string, lost context.CancelCauseFunc) {
+func (r *renewer) start(ctx context.Context, claims store.IdempotencyStore, key Key, epoch int64, lease time.Duration, step string, lost context.CancelCauseFunc) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ctx, r.claims, r.key, r.epoch, r.lease, r.step, r.lost, r.active = ctx, claims, key, epoch, lease, step, lost, true

@@ -197,34 +197,6 @@ func TestIntegersBeyondFloatPrecisionGiveDifferentKeys(t *testing.T) {
 	}
 }
 
-func TestAToolSeesNoKeyWhenTheStoreKeepsNoClaims(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		edit func(*setup)
-	}{
-		{"without a store", nil},
-		{"with a store that keeps plans only", withStore(storePlansOnly{memory.New()})},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := &recorder{}
-			run, _ := newExecutor(t, r, tc.edit)
-			if _, err := run.Execute(context.Background(), iOne(iSearch("s1", "LHR"))); err != nil {
-				t.Fatalf("Execute: %v", err)
-			}
-			calls := r.Calls()
-			if len(calls) != 1 {
-				t.Fatalf("want one call, got %v", toolNames(calls))
-			}
-			if calls[0].Key != "" {
-				t.Fatalf("the tool saw key %q with no store of claims", calls[0].Key)
-			}
-		})
-	}
-	if k, ok := planexec.IdempotencyKey(context.Background()); ok || k != "" {
-		t.Fatalf("outside a step: IdempotencyKey = %q, %v", k, ok)
-	}
-}
-
 // ---- one effect twice in a plan ----
 
 func TestTwoStepsWithOneEffectAreRefusedBeforeAnythingRuns(t *testing.T) {
@@ -527,7 +499,6 @@ func TestTheFirstFailureOfAnIrreversibleStepCarriesItsKeyAndTheToolsError(t *tes
 		edit func(*setup)
 	}{
 		{"with a store of claims", withStore(memory.New())},
-		{"with a store that keeps plans only", withStore(storePlansOnly{memory.New()})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			boom := errors.New("gateway timeout")

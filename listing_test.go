@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -184,9 +185,9 @@ func TestAListingOfWhatNoRunCanBeIsRefused(t *testing.T) {
 	if page, err := ex.Runs(ctx, "nobody", planexec.RunQuery{}); err != nil || len(page.Runs) != 0 {
 		t.Errorf("a tenant with no runs: %+v, %v", page, err)
 	}
-	noLister, _ := hExecutor(t, &recorder{}, nil, nil)
+	noLister, _ := hExecutor(t, &recorder{}, struct{ store.Store }{memory.New()}, nil)
 	if _, err := noLister.Runs(ctx, "acme", planexec.RunQuery{}); !errors.As(err, new(*planexec.ConfigurationError)) {
-		t.Errorf("listing with no store: err = %v, want a *ConfigurationError", err)
+		t.Errorf("listing over a store that lists no runs: err = %v, want a *ConfigurationError", err)
 	}
 }
 

@@ -92,7 +92,7 @@ func TestAToolThatEndsItsGoroutineDoesNotHangTheRun(t *testing.T) {
 // land: for an irreversible tool that is doubt, as it is for a panic.
 func TestAnIrreversibleToolThatEndsItsGoroutineIsLeftInDoubt(t *testing.T) {
 	ctx := context.Background()
-	st := storePlansOnly{memory.New()}
+	st := memory.New()
 	r := &recorder{}
 	var exited atomic.Bool
 	iSetFail(r, func(tool string, _ any) error {

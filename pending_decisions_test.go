@@ -119,7 +119,9 @@ func TestExecutorsAskingAtOnceActOnTheDecisionRecordedFirst(t *testing.T) {
 			return req.Approve(fmt.Sprint("person-", i))
 		}
 		run := hRun(t, ex, "acme", "run-1")
-		wg.Go(func() { results[i], errs[i] = run.Execute(ctx, iOne(iBooking("b1"))) })
+		plan := iOne(iBooking("b1"))
+		plan.ID = "p1" // one plan of the run: one request to decide
+		wg.Go(func() { results[i], errs[i] = run.Execute(ctx, plan) })
 	}
 	wg.Wait()
 	var approvers []string

@@ -179,7 +179,9 @@ func violations(vs []strictjson.Violation) []Violation {
 type vplan struct {
 	rounds *roundsState // the run of rounds the plan is a round of; nil for a plan on its own
 	refs   bool         // a step's arguments hold references
-	holder string       // names the execution in its claims
+	// update is true once the run's record is known to be in the store
+	// (read, or written by this call): a save then only replaces it.
+	update bool
 	plan   Plan
 	doc    []byte // the plan's document as stored, once encoded: see document
 	steps  []vstep
@@ -366,10 +368,10 @@ type vstep struct {
 	refs []reference
 }
 
-// validate checks plan; a step naming a tool in barred (one that failed
-// twice in a run of rounds) is refused with ReasonNotAllowed.
-func (r *Run) validate(plan *Plan, payload []byte, barred []string) (*vplan, *PlanValidationError) {
-	d := &r.d
+// validate checks plan as a plan to act on under d; a step naming a tool in
+// barred (one that failed twice in a run of rounds) is refused with
+// ReasonNotAllowed.
+func (r *Run) validate(plan *Plan, payload []byte, barred []string, d *Delegation) (*vplan, *PlanValidationError) {
 	lim := r.ex.cfg.Limits
 	names := max(lim.MaxIDLength, 64)
 	refuse := func(r Reason, step, tool string, vs ...Violation) *PlanValidationError {

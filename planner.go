@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -404,28 +405,33 @@ func orRef(schema any) any {
 // ReasonReplan, wrapping the last refusal. An error from the planner itself
 // (a provider outage) is returned as it is.
 func (r *Run) Plan(ctx context.Context, planner Planner, task string) (_ Plan, err error) {
-	defer r.storeHistory(ctx, &err)
-	return r.plan(ctx, planner, PlanRequest{Task: task})
+	defer r.j.store(ctx, &err)
+	return r.plan(ctx, planner, PlanRequest{Task: task}, &r.d)
 }
 
 // plan asks planner for what req describes (its Attempt and Refusals are
 // filled here) until a plan passes validation or the replans run out. For a
 // round, an answer or a question with no steps passes; at the bound
 // (req.Final) only an answer does.
-func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest) (Plan, error) {
-	d := &r.d
+func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest, d *Delegation) (Plan, error) {
 	if len(r.catalog) == 0 {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation's scope leaves no tool to plan with"}
 	}
-	if d.expired(r.ex.cfg.Now()) {
+	if d.expired(r.ex.now()) {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
 	}
 	if req.Final {
 		req.Tools = nil
 	} else {
-		req.Tools = r.offered(req.Barred)
+		req.Tools = r.offered(req.Barred, d)
 	}
 	planID := uuid.NewString()
+	if req.Round > 0 {
+		// A round's plan is named by its run and round: planned again after
+		// a crash lost it before it was stored, it is still that round's,
+		// and the people's decisions on it still clear its steps.
+		planID = uuid.NewSHA1(uuid.NameSpaceURL, []byte("planexec:"+d.Tenant+"\x00"+d.RunID+"\x00"+strconv.Itoa(req.Round))).String()
+	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return Plan{}, err
@@ -441,7 +447,7 @@ func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest) (Plan,
 			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
 		}
 		usage := resp.Usage
-		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt, &req)
+		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt, &req, d)
 		if perr == nil {
 			r.mu.Lock()
 			r.planned = planRef{planID, attempt}
@@ -454,12 +460,12 @@ func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest) (Plan,
 			case plan.Question != "":
 				detail = "a question for the person"
 			}
-			r.rec.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
+			r.j.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
 				Model: resp.Model, RequestID: resp.RequestID, Detail: detail})
 			return plan, nil
 		}
 		perr.Attempts = attempt
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
+		r.j.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
 			Model: resp.Model, RequestID: resp.RequestID,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		req.Refusals = append(req.Refusals, perr)
@@ -467,20 +473,20 @@ func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest) (Plan,
 			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
 				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
 		}
-		r.rec.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Round: req.Round, Attempt: attempt + 1, Reason: perr.Reason})
+		r.j.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Round: req.Round, Attempt: attempt + 1, Reason: perr.Reason})
 	}
 }
 
-// offered is the run's catalog without the tools barred.
-func (r *Run) offered(barred []string) []ToolSpec {
+// offered is the run's catalog as d allows it, without the tools barred.
+func (r *Run) offered(barred []string, d *Delegation) []ToolSpec {
 	tools := r.Catalog()
-	if len(barred) == 0 {
+	if len(barred) == 0 && d.Scope == nil {
 		return tools
 	}
-	return slices.DeleteFunc(tools, func(t ToolSpec) bool { return slices.Contains(barred, t.Name) })
+	return slices.DeleteFunc(tools, func(t ToolSpec) bool { return slices.Contains(barred, t.Name) || !d.allows(t.Name) })
 }
 
-func (r *Run) decodeAndValidate(payload []byte, planID string, revision int, req *PlanRequest) (Plan, *PlanValidationError) {
+func (r *Run) decodeAndValidate(payload []byte, planID string, revision int, req *PlanRequest, d *Delegation) (Plan, *PlanValidationError) {
 	plan, err := DecodePlan(payload, r.ex.cfg.Limits)
 	refuse := func(perr *PlanValidationError) (Plan, *PlanValidationError) {
 		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = r.d.RunID, r.d.Tenant, planID, revision
@@ -499,7 +505,7 @@ func (r *Run) decodeAndValidate(payload []byte, planID string, revision int, req
 	case plan.Answer != "" || plan.Question != "":
 		return plan, nil
 	}
-	if _, perr := r.validate(&plan, payload, req.Barred); perr != nil {
+	if _, perr := r.validate(&plan, payload, req.Barred, d); perr != nil {
 		return Plan{}, perr
 	}
 	return plan, nil

@@ -119,11 +119,7 @@ func pointer(tokens []string) string {
 
 // splice returns args with each reference's bytes replaced by values[k].
 func splice(args []byte, refs []reference, values [][]byte) []byte {
-	size := len(args)
-	for k := range refs {
-		size += len(values[k]) - (refs[k].end - refs[k].start)
-	}
-	out := make([]byte, 0, size)
+	out := make([]byte, 0, spliced(args, refs, values))
 	last := 0
 	for k := range refs {
 		out = append(out, args[last:refs[k].start]...)
@@ -196,8 +192,9 @@ func checkRef(ref *reference, out *Tool, in *Contract) string {
 }
 
 // resolveRefs puts the referenced values in place: outcome(k) is the
-// outcome of the step reference k reads.
-func resolveRefs(args []byte, refs []reference, outcome func(from int) []byte) ([]byte, []Violation) {
+// outcome of the step reference k reads. Arguments that would come to more
+// than maxBytes once resolved are refused before any of it is copied.
+func resolveRefs(args []byte, refs []reference, outcome func(from int) []byte, maxBytes int) ([]byte, []Violation) {
 	values := make([][]byte, len(refs))
 	var vs []Violation
 	for k := range refs {
@@ -228,7 +225,20 @@ func resolveRefs(args []byte, refs []reference, outcome func(from int) []byte) (
 	if vs != nil {
 		return nil, vs
 	}
+	if size := spliced(args, refs, values); size > maxBytes {
+		return nil, []Violation{{Why: fmt.Sprintf("once its references are resolved, the arguments come to %d bytes, more than the %d allowed", size, maxBytes)}}
+	}
 	return splice(args, refs, values), nil
+}
+
+// spliced is the size of args with each reference's bytes replaced by
+// values[k].
+func spliced(args []byte, refs []reference, values [][]byte) int {
+	size := len(args)
+	for k := range refs {
+		size += len(values[k]) - (refs[k].end - refs[k].start)
+	}
+	return size
 }
 
 // shape is what a Go type is written as in JSON, as far as a reference's

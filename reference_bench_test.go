@@ -152,7 +152,7 @@ func BenchmarkValidateReferences(b *testing.B) {
 			refs := 0
 			b.ReportAllocs()
 			for b.Loop() {
-				v, err := run.validate(&plan, nil, nil)
+				v, err := run.validate(&plan, nil, nil, &run.d)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -32,7 +32,7 @@ func FuzzResolveRefs(f *testing.F) {
 		if string(args[refs[0].start:refs[0].end]) != `{"$from":"s1","path":"x"}` {
 			t.Fatalf("the fixture's span is off: %s", args[refs[0].start:refs[0].end])
 		}
-		out, vs := resolveRefs(args, refs, func(int) []byte { return outcome })
+		out, vs := resolveRefs(args, refs, func(int) []byte { return outcome }, 1<<20)
 		if vs == nil && !json.Valid(out) {
 			t.Fatalf("resolved to %s, not JSON", out)
 		}

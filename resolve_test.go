@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
@@ -20,7 +21,7 @@ import (
 
 // resolveInDoubtBooking leaves book_flight's key in doubt in store and
 // returns a run that found it so, with the key.
-func resolveInDoubtBooking(t *testing.T, r *recorder, db planexec.PlanStore, plan planexec.Plan) (*planexec.Run, planexec.Key) {
+func resolveInDoubtBooking(t *testing.T, r *recorder, db store.Store, plan planexec.Plan) (*planexec.Run, planexec.Key) {
 	t.Helper()
 	ctx := context.Background()
 	iSetFail(r, func(string, any) error { return errors.New("connection reset") })
@@ -56,7 +57,7 @@ func resolveConcurrency(n int) func(*setup) {
 func resolveInDoubtOnRecord(t *testing.T) (*planexec.Run, *recorder, planexec.Key) {
 	t.Helper()
 	ctx := context.Background()
-	st := storePlansOnly{memory.New()}
+	st := memory.New()
 	r := &recorder{}
 	iSetFail(r, func(tool string, _ any) error {
 		if tool == "book_flight" {
@@ -324,15 +325,6 @@ func TestAResolutionWhoseOutcomeIsNotJSONIsRefusedAndTheKeyStaysInDoubt(t *testi
 	}
 	if n := callsOf(r, "book_flight"); n != 1 {
 		t.Errorf("book_flight called %d times, want once", n)
-	}
-}
-
-func TestResolveWithoutAStoreIsAConfigurationError(t *testing.T) {
-	run, _ := newExecutor(t, &recorder{}, nil)
-	err := run.Resolve(context.Background(), planexec.Key{Tenant: "acme", Digest: "sha256:00"}, planexec.Resolution{})
-	var ce *planexec.ConfigurationError
-	if !errors.As(err, &ce) {
-		t.Fatalf("want *ConfigurationError, got %v", err)
 	}
 }
 

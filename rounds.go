@@ -99,17 +99,15 @@ func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, 
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
-	defer r.storeHistory(ctx, &err)
-	if r.ex.plans != nil {
-		rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
-		switch {
-		case err == nil:
-			return r.goOn(ctx, planner, rec)
-		case !errors.Is(err, ErrNoRecord):
-			return nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
-		}
+	defer r.j.store(ctx, &err)
+	rec, d, err := r.adopt(ctx, acting)
+	switch {
+	case err == nil:
+		return r.goOn(ctx, planner, rec, d)
+	case !errors.Is(err, ErrNoRecord):
+		return nil, err
 	}
-	return r.rounds(ctx, planner, &roundsState{Task: task}, 1, nil)
+	return r.rounds(ctx, planner, &roundsState{Task: task}, 1, nil, &r.d, false)
 }
 
 // Reply goes on with a run whose planner asked the person a question (an
@@ -122,11 +120,11 @@ func (r *Run) Reply(ctx context.Context, planner Planner, reply string) (_ *Resu
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
-	defer r.storeHistory(ctx, &err)
+	defer r.j.store(ctx, &err)
 	if !utf8.ValidString(reply) || len(reply) > r.ex.cfg.Limits.MaxPlanBytes {
 		return nil, fmt.Errorf("planexec: a reply must be valid UTF-8 of at most %d bytes: %w", r.ex.cfg.Limits.MaxPlanBytes, ErrInvalidDecision)
 	}
-	rec, err := r.load(ctx)
+	rec, d, err := r.adopt(ctx, acting)
 	if err != nil {
 		return nil, err
 	}
@@ -138,36 +136,36 @@ func (r *Run) Reply(ctx context.Context, planner Planner, reply string) (_ *Resu
 		return nil, fmt.Errorf("planexec: run %s is %s, awaiting no reply: %w", quote(r.d.RunID), rec.Status, ErrNotPending)
 	}
 	st.Past = append(st.Past, Round{Number: plan.Round, Goal: plan.Goal, Question: plan.Question, Reply: reply})
-	r.rec.emit(&Event{Kind: EventReplied, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round})
+	r.j.emit(&Event{Kind: EventReplied, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round})
 	// The reply is stored before the planner hears it: the run goes on
 	// from it whatever happens next.
 	plan.Question = ""
-	if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st}, store.RunPlanning, nil); err != nil {
+	if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: true}, d, store.RunPlanning, nil, ""); err != nil {
 		return nil, err
 	}
-	return r.rounds(ctx, planner, st, plan.Round+1, nil)
+	return r.rounds(ctx, planner, st, plan.Round+1, nil, d, true)
 }
 
 // goOn continues a stored run: a run of rounds from where it stands, a plan
 // on its own as Resume would.
-func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord) (*Result, error) {
+func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord, d *Delegation) (*Result, error) {
 	plan, st, err := decodeRun(rec)
 	switch {
 	case err != nil:
 		return nil, err
 	case st == nil:
-		return r.resumeRun(ctx, rec, plan, nil)
+		return r.resume(ctx, rec, d, plan, nil)
 	case plan.Answer != "" || plan.Question != "":
 		return r.storedRound(rec, plan, st)
 	case rec.Status == store.RunPlanning:
-		return r.rounds(ctx, planner, st, plan.Round+1, nil)
+		return r.rounds(ctx, planner, st, plan.Round+1, nil, d, true)
 	}
 	// A round was under way: it is finished first.
-	res, err := r.resumeRun(ctx, rec, plan, st)
+	res, err := r.resume(ctx, rec, d, plan, st)
 	if !continuable(err) || ctx.Err() != nil {
 		return res, err
 	}
-	return r.rounds(ctx, planner, st, plan.Round+1, res)
+	return r.rounds(ctx, planner, st, plan.Round+1, res, d, true)
 }
 
 // storedRound is what a stored run of rounds that has nothing to run says: its
@@ -187,11 +185,11 @@ func (r *Run) storedRound(rec *store.PlanRecord, plan Plan, st *roundsState) (*R
 	return res, nil
 }
 
-// rounds plans and runs rounds from round on, until the planner answers or
-// asks, or something stops the run. last is the result of the round before,
-// if this call ran it.
-func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, round int, last *Result) (*Result, error) {
-	d := &r.d
+// rounds plans and runs rounds from round on, under d, until the planner
+// answers or asks, or something stops the run. last is the result of the
+// round before, if this call ran it; update is true when the run's record
+// was read or written by this call already.
+func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, round int, last *Result, d *Delegation, update bool) (*Result, error) {
 	for ; ; round++ {
 		budget := r.ex.cfg.TokenBudget
 		final := round > r.ex.cfg.MaxRounds || (budget > 0 && st.Usage.Total() >= budget)
@@ -199,9 +197,9 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		if final {
 			detail = "at the bound: an answer from the work done"
 		}
-		r.rec.emit(&Event{Kind: EventRoundStarted, RunID: d.RunID, Tenant: d.Tenant, Round: round, Detail: detail})
+		r.j.emit(&Event{Kind: EventRoundStarted, RunID: d.RunID, Tenant: d.Tenant, Round: round, Detail: detail})
 		before := r.Usage()
-		plan, err := r.plan(ctx, planner, PlanRequest{Task: st.Task, Round: round, History: st.Past, Barred: st.barred(), Final: final})
+		plan, err := r.plan(ctx, planner, PlanRequest{Task: st.Task, Round: round, History: st.Past, Barred: st.barred(), Final: final}, d)
 		st.Usage = st.Usage.Add(spent(before, r.Usage()))
 		if err != nil {
 			return last, err
@@ -209,27 +207,27 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		switch {
 		case plan.Answer != "":
 			st.AtLimit = final
-			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st}, store.RunCompleted, nil); err != nil {
+			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: update}, d, store.RunCompleted, nil, ""); err != nil {
 				return nil, err
 			}
-			r.rec.emit(&Event{Kind: EventAnswered, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: round, Detail: detail})
+			r.j.emit(&Event{Kind: EventAnswered, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: round, Detail: detail})
 			res := &Result{RunID: d.RunID, PlanID: plan.ID, Revision: plan.Revision, Round: round, Answer: plan.Answer, AtLimit: final, Complete: true}
 			if last != nil {
 				res.Steps = last.Steps
 			}
 			return res, nil
 		case plan.Question != "":
-			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st}, store.RunAwaitingReply, nil); err != nil {
+			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: update}, d, store.RunAwaitingReply, nil, ""); err != nil {
 				return nil, err
 			}
-			r.rec.emit(&Event{Kind: EventQuestionAsked, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: round})
-			return nil, &AwaitingReplyError{RunID: d.RunID, Tenant: d.Tenant, Round: round, Question: plan.Question, Stored: r.ex.plans != nil}
+			r.j.emit(&Event{Kind: EventQuestionAsked, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: round})
+			return nil, &AwaitingReplyError{RunID: d.RunID, Tenant: d.Tenant, Round: round, Question: plan.Question, Stored: true}
 		}
-		res, err := r.execute(ctx, plan, st)
+		res, err := r.executePlan(ctx, plan, st, d, update)
 		if !continuable(err) || ctx.Err() != nil {
 			return res, err
 		}
-		last = res
+		last, update = res, true
 	}
 }
 
@@ -284,7 +282,8 @@ func continuable(err error) bool {
 // endRound records, once a round's steps ended (in res and err), what they
 // did as the planner will be told it, counts the tools that failed, and
 // stores the run as planning: its next round is to be planned.
-func (r *Run) endRound(ctx context.Context, v *vplan, res *Result, err error) error {
+func (r *Run) endRound(ctx context.Context, g *gate, res *Result, err error) error {
+	v := g.v
 	st := v.rounds
 	obs := observe(v, res, err)
 	finished := 0
@@ -300,9 +299,9 @@ func (r *Run) endRound(ctx context.Context, v *vplan, res *Result, err error) er
 		}
 	}
 	st.Past = append(st.Past, Round{Number: v.plan.Round, Goal: v.plan.Goal, Observations: obs})
-	r.rec.emit(&Event{Kind: EventRoundCompleted, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round,
+	r.j.emit(&Event{Kind: EventRoundCompleted, RunID: g.d.RunID, Tenant: g.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round,
 		Detail: fmt.Sprintf("%d of %d steps finished", finished, len(v.steps))})
-	return r.savePlan(context.WithoutCancel(ctx), v, store.RunPlanning, nil)
+	return r.savePlan(context.WithoutCancel(ctx), v, g.d, store.RunPlanning, nil, "")
 }
 
 // The accounts of a step that did not finish, as its planner is told: fixed

@@ -343,7 +343,7 @@ func TestARunWhosePlannerFailedBetweenRoundsGoesOnWithoutRunningARoundAgain(t *t
 }
 
 // mustExecutor is an executor with no tools over st: for listing.
-func mustExecutor(t *testing.T, st planexec.PlanStore) *planexec.Executor {
+func mustExecutor(t *testing.T, st store.Store) *planexec.Executor {
 	t.Helper()
 	ex, err := planexec.NewExecutor(planexec.Config{Store: st})
 	if err != nil {

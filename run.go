@@ -31,7 +31,7 @@ type Run struct {
 	ownOrder []*Tool          // the same, in the order given
 	optErr   error            // what an option found wrong
 	catalog  []ToolSpec       // the tools the delegation allows, in Config.Tools order, then the run's own
-	rec      record
+	j        journal          // the run's events, and what of them the store holds
 	busy     atomic.Bool
 
 	mu      sync.Mutex
@@ -40,15 +40,6 @@ type Run struct {
 	current *Plan   // the plan last planned or run, for Current
 
 	stepTimeout time.Duration // WithStepTimeout; 0 takes Config.StepTimeout
-
-	// The history's writes, one at a time so it is stored in order.
-	flushMu sync.Mutex
-	stored  int               // rec.events[:stored] are in the store
-	buf     []byte            // the documents of the events being stored
-	ends    []int             // where each document ends in buf
-	docs    []json.RawMessage // the documents, as the store is handed them
-
-	delegationDoc []byte // d as stored, once encoded; written under busy
 }
 
 // planRef names one revision of a plan.
@@ -64,7 +55,7 @@ type RunOption func(*Run)
 func WithObserver(o Observer) RunOption {
 	return func(r *Run) {
 		if o != nil {
-			r.rec.observers = append(r.rec.observers, o)
+			r.j.observers = append(r.j.observers, o)
 		}
 	}
 }
@@ -117,8 +108,8 @@ func WithTools(tools ...*Tool) RunOption {
 				r.optErr = &ConfigurationError{Tool: t.name, Why: "is given twice: by the executor or the run"}
 				continue
 			}
-			if r.ex.cfg.Gate == nil && (t.contract.irreversible || t.contract.approval) {
-				r.optErr = &ConfigurationError{Tool: t.name, Why: "needs a person's approval but no approval gate is configured"}
+			if err := r.ex.cfg.needsGate(t); err != nil {
+				r.optErr = err
 				continue
 			}
 			r.own[t.name] = t
@@ -146,9 +137,11 @@ func (ex *Executor) Run(d Delegation, opts ...RunOption) (*Run, error) {
 	if err := d.check(); err != nil {
 		return nil, err
 	}
-	r := &Run{ex: ex, d: d, rec: record{now: ex.cfg.Now}}
+	r := &Run{ex: ex, d: d}
+	r.j.record.now = ex.now
+	r.j.h, r.j.tenant, r.j.run = ex.st.history, d.Tenant, d.RunID
 	if ex.cfg.Observer != nil {
-		r.rec.observers = append(r.rec.observers, ex.cfg.Observer)
+		r.j.observers = append(r.j.observers, ex.cfg.Observer)
 	}
 	for _, o := range opts {
 		o(r)
@@ -172,14 +165,6 @@ func (ex *Executor) Run(d Delegation, opts ...RunOption) (*Run, error) {
 	return r, nil
 }
 
-// delegation returns the run's delegation as stored with its plan.
-func (r *Run) delegation() []byte {
-	if r.delegationDoc == nil {
-		r.delegationDoc, _ = json.Marshal(&r.d) // strings, a time and a list: it cannot fail
-	}
-	return r.delegationDoc
-}
-
 // ID is the run's id.
 func (r *Run) ID() string { return r.d.RunID }
 
@@ -195,7 +180,7 @@ func (r *Run) Delegation() Delegation {
 func (r *Run) Catalog() []ToolSpec { return slices.Clone(r.catalog) }
 
 // Events returns the run's record so far, in order.
-func (r *Run) Events() []Event { return r.rec.snapshot() }
+func (r *Run) Events() []Event { return r.j.snapshot() }
 
 // Usage is the token usage of every planning call this run made.
 func (r *Run) Usage() llm.Usage {
@@ -212,7 +197,7 @@ func (r *Run) Usage() llm.Usage {
 // cycle, and whether each reference fits (see RefKey). It never panics and
 // costs O(steps + edges) plus the size of the arguments.
 func (r *Run) Validate(plan Plan) error {
-	if _, err := r.validate(&plan, nil, nil); err != nil {
+	if _, err := r.validate(&plan, nil, nil, &r.d); err != nil {
 		return err
 	}
 	return nil
@@ -226,7 +211,7 @@ func (r *Run) Validate(plan Plan) error {
 // authorizer's error.
 func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 	d := &r.d
-	if d.expired(r.ex.cfg.Now()) {
+	if d.expired(r.ex.now()) {
 		return &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
 	}
 	if r.ex.cfg.Authorizer == nil {
@@ -264,194 +249,224 @@ func (r *Run) Execute(ctx context.Context, plan Plan) (_ *Result, err error) {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
-	defer r.storeHistory(ctx, &err)
-	return r.execute(ctx, plan, nil)
+	defer r.j.store(ctx, &err)
+	return r.executePlan(ctx, plan, nil, &r.d, false)
 }
 
-// storeHistory stores, as a call ends, the events it recorded that are not
-// in the store yet; a failure to is joined to the call's error.
-func (r *Run) storeHistory(ctx context.Context, err *error) {
-	if ferr := r.flush(context.WithoutCancel(ctx)); ferr != nil {
-		*err = errors.Join(*err, ferr)
-	}
-}
-
-// execute validates and runs plan; st is the run of rounds it is a round
-// of, nil for a plan on its own.
-func (r *Run) execute(ctx context.Context, plan Plan, st *roundsState) (*Result, error) {
+// executePlan validates and runs plan; st is the run of rounds it is a
+// round of, nil for a plan on its own; update is true when the run's record
+// was read or written by this call already.
+func (r *Run) executePlan(ctx context.Context, plan Plan, st *roundsState, d *Delegation, update bool) (*Result, error) {
 	if plan.ID == "" {
 		plan.ID = uuid.NewString()
 	}
 	if plan.Revision == 0 {
 		plan.Revision = 1
 	}
-	v, perr := r.validate(&plan, nil, st.barred())
+	v, perr := r.validate(&plan, nil, st.barred(), d)
 	if perr != nil {
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
+		r.j.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		return nil, perr
 	}
-	v.rounds = st
+	v.rounds, v.update = st, update
 	r.setCurrent(&v.plan)
 	r.mu.Lock()
 	fromPlan := r.planned == planRef{plan.ID, plan.Revision}
 	r.mu.Unlock()
 	if !fromPlan {
-		r.rec.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
+		r.j.emit(&Event{Kind: EventPlanned, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 			Detail: strconv.Itoa(len(plan.Steps)) + " steps, validated"})
 	}
-	return r.run(ctx, v, nil)
+	return r.execute(ctx, v, d, nil)
 }
 
 // Resume picks up the run from the store: it revalidates the stored plan
 // against the tools' contracts as they are now (a tool whose schema moved
 // refuses it with ReasonArguments), replays the steps that finished, clears
 // what still needs clearing (a recorded decision is not asked again), and
-// runs the rest. A run the store has no record of is ErrNoRecord. A round
-// of a run of rounds is resumed to its end and the run left planning: Do
-// goes on with its rounds.
+// runs the rest. It acts under the delegation stored with the run, narrowed
+// by the run's own (see Executor.Run); an expired one is a *DelegationError
+// and nothing runs. A run the store has no record of is ErrNoRecord. A
+// round of a run of rounds is resumed to its end and the run left planning:
+// Do goes on with its rounds.
 func (r *Run) Resume(ctx context.Context) (_ *Result, err error) {
 	if !r.busy.CompareAndSwap(false, true) {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
-	defer r.storeHistory(ctx, &err)
-	rec, err := r.load(ctx)
+	defer r.j.store(ctx, &err)
+	rec, d, err := r.adopt(ctx, acting)
 	if err != nil {
 		return nil, err
 	}
-	return r.resume(ctx, rec)
-}
-
-// load reads the run's record.
-func (r *Run) load(ctx context.Context) (*store.PlanRecord, error) {
-	if r.ex.plans == nil {
-		return nil, &ConfigurationError{Why: "no store: nothing could have been written to resume from"}
-	}
-	rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
-	if errors.Is(err, ErrNoRecord) {
-		return nil, fmt.Errorf("planexec: nothing to resume for run %s: %w", quote(r.d.RunID), err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
-	}
-	return rec, nil
-}
-
-func (r *Run) resume(ctx context.Context, rec *store.PlanRecord) (*Result, error) {
 	plan, st, err := decodeRun(rec)
 	if err != nil {
 		return nil, err
 	}
-	return r.resumeRun(ctx, rec, plan, st)
+	return r.resume(ctx, rec, d, plan, st)
 }
 
-// resumeRun resumes rec, decoded into plan and st (nil for a plan on its
-// own); a round that ends adds to st.
-func (r *Run) resumeRun(ctx context.Context, rec *store.PlanRecord, plan Plan, st *roundsState) (*Result, error) {
+// adoption says what a call on a stored run does under its delegation.
+type adoption int
+
+const (
+	reading  adoption = iota // reads the run (Info), or records what happened (Resolve)
+	deciding                 // records a person's decision on it (Decide): refused once expired
+	acting                   // acts for the run's user (Resume, Do, Reply, SubmitResult): expiry is the gate's to refuse
+)
+
+// adopt reads the run's record and the delegation stored with it, narrowed
+// by the run's own: the authority every call on a stored run acts under. A
+// run's own delegation may narrow the stored one (a shorter scope, an
+// earlier expiry), never widen it. A call acting for the run's user that
+// names another user or agent is a *DelegationError, and so is a decision
+// under an expired delegation; a run acting under one is refused by the
+// gate before anything runs, and stored as failed.
+func (r *Run) adopt(ctx context.Context, how adoption) (*store.PlanRecord, *Delegation, error) {
+	rec, err := r.ex.st.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
+	if errors.Is(err, ErrNoRecord) {
+		return nil, nil, fmt.Errorf("planexec: run %s is not on record: %w", quote(r.d.RunID), err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
+	}
+	d, err := storedDelegation(rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if d, err = d.narrowedBy(&r.d, how == acting); err != nil {
+		return nil, nil, err
+	}
+	if how == deciding && d.expired(r.ex.now()) {
+		return nil, nil, &DelegationError{RunID: d.RunID, Why: "the delegation stored with the run expired"}
+	}
+	return rec, &d, nil
+}
+
+// storedDelegation is the delegation stored with rec.
+func storedDelegation(rec *store.PlanRecord) (Delegation, error) {
+	var d Delegation
+	if len(rec.Delegation) == 0 {
+		return d, &DelegationError{RunID: rec.RunID, Why: "the stored run holds no delegation to act under"}
+	}
+	if err := json.Unmarshal(rec.Delegation, &d); err != nil || d.RunID != rec.RunID || d.Tenant != rec.Tenant {
+		return d, &store.Error{Op: "load plan", Err: fmt.Errorf("the delegation of run %s: %w", quote(rec.RunID), store.ErrCorruptRecord)}
+	}
+	return d, nil
+}
+
+// resume resumes rec, decoded into plan and st (nil for a plan on its own),
+// under d; a round that ends adds to st.
+func (r *Run) resume(ctx context.Context, rec *store.PlanRecord, d *Delegation, plan Plan, st *roundsState) (*Result, error) {
 	if st != nil && (rec.Status == store.RunPlanning || len(plan.Steps) == 0) {
 		// A run of rounds between rounds, answered or asking: its plan has
 		// nothing left to run (Do goes on with the rounds).
 		return r.storedRound(rec, plan, st)
 	}
-	v, perr := r.validate(&plan, nil, st.barred())
+	v, perr := r.validate(&plan, nil, st.barred(), d)
 	if perr != nil {
-		r.rec.emit(&Event{Kind: EventPlanRefused, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
+		r.j.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: "on resume"})
 		return nil, perr
 	}
 	if st == nil {
 		v.doc = rec.Plan // what the plan decoded from: saved again as it is
 	}
-	v.rounds = st
+	v.rounds, v.update = st, true
 	r.setCurrent(&v.plan)
-	r.rec.emit(&Event{Kind: EventPlanResumed, RunID: r.d.RunID, Tenant: r.d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
+	r.j.emit(&Event{Kind: EventPlanResumed, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(plan.Steps))})
-	return r.run(ctx, v, rec.Steps)
+	return r.execute(ctx, v, d, rec.Steps)
+}
+
+// savePlan stores v with where the run stands and what it waits for, and
+// the events not yet stored, under d. holder names the execution that runs
+// the run, when it is running.
+func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status store.RunStatus, waits []store.Wait, holder string) error {
+	now := r.ex.now()
+	doc, _ := json.Marshal(d) // strings, a time and a list: it cannot fail
+	rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
+		PlanID: v.plan.ID, Plan: v.document(), Status: status, Waiting: waits, Delegation: doc,
+		Created: now, Updated: now, Update: v.update}
+	if status == store.RunRunning {
+		// The execution holds the run while it runs: Recover leaves it be
+		// until the lease, which it moves on, runs out.
+		rec.Holder, rec.LeaseExpires = holder, now.Add(r.ex.cfg.Lease)
+	}
+	if err := r.j.with(func(events []json.RawMessage) error {
+		rec.Events = events
+		return r.ex.st.SavePlan(ctx, rec)
+	}); err != nil {
+		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
+	}
+	v.update = true
+	return nil
 }
 
 // Forget removes the run's plan record and its step records.
 func (r *Run) Forget(ctx context.Context) error {
-	if r.ex.plans == nil {
-		return &ConfigurationError{Why: "no store: nothing to forget"}
-	}
-	return r.ex.plans.Forget(ctx, r.d.Tenant, r.d.RunID)
+	return r.ex.st.Forget(ctx, r.d.Tenant, r.d.RunID)
 }
 
-// Decide records a person's decision for one of the run's approval requests,
-// so the next Resume finds it instead of asking again. A decision that names
-// no request, or is neither Approved nor Denied, is ErrInvalidDecision. With
-// a store, the request must be one the stored run awaits (RunInfo.Waiting)
-// and still pending: a request of another run or tenant, one never made, or
-// one already decided is ErrNotPending, and nothing is recorded.
-func (r *Run) Decide(ctx context.Context, d Decision) error {
-	if d.RequestID == "" {
+// Decide records a person's decision for one of the run's approval
+// requests, so the next Resume finds it instead of asking again. A decision
+// that names no request, or is neither Approved nor Denied, is
+// ErrInvalidDecision. The request must be one the stored run awaits
+// (RunInfo.Waiting) and undecided: a request of another run or tenant, one
+// never made, or one already decided is ErrNotPending, and nothing is
+// recorded. The first decision on a request stands, in every store, however
+// many people decide at once. It acts under the run's stored delegation: an
+// expired one is a *DelegationError.
+func (r *Run) Decide(ctx context.Context, dec Decision) error {
+	if dec.RequestID == "" {
 		return fmt.Errorf("planexec: the decision names no request: %w", ErrInvalidDecision)
 	}
-	switch d.Status {
+	switch dec.Status {
 	case Approved, Denied:
 	default:
-		return fmt.Errorf("planexec: a decision is approved or denied, not %s: %w", quote(string(d.Status)), ErrInvalidDecision)
+		return fmt.Errorf("planexec: a decision is approved or denied, not %s: %w", quote(string(dec.Status)), ErrInvalidDecision)
 	}
-	now := r.ex.cfg.Now()
-	if d.DecidedAt.IsZero() {
-		d.DecidedAt = now
-	}
-	if err := r.pending(ctx, d.RequestID, now); err != nil {
-		return err
-	}
-	// The store keeps the first decision of people deciding at once.
-	err := r.ex.approvals.SaveDecision(ctx, r.d.Tenant, d)
-	if errors.Is(err, store.ErrDecided) {
-		return fmt.Errorf("planexec: request %s of run %s: it is already decided: %w", quote(d.RequestID), quote(r.d.RunID), ErrNotPending)
-	}
-	return err
-}
-
-// pending checks that the stored run awaits a decision on request.
-func (r *Run) pending(ctx context.Context, request string, now time.Time) error {
-	if r.ex.plans == nil {
-		return nil // nothing records what a run awaits
+	now := r.ex.now()
+	if dec.DecidedAt.IsZero() {
+		dec.DecidedAt = now
 	}
 	notPending := func(why string) error {
-		return fmt.Errorf("planexec: request %s of run %s: %s: %w", quote(request), quote(r.d.RunID), why, ErrNotPending)
+		return fmt.Errorf("planexec: request %s of run %s: %s: %w", quote(dec.RequestID), quote(r.d.RunID), why, ErrNotPending)
 	}
-	rec, err := r.ex.plans.LoadPlan(ctx, r.d.Tenant, r.d.RunID)
+	rec, d, err := r.adopt(ctx, deciding)
 	switch {
 	case errors.Is(err, ErrNoRecord):
 		return notPending("the run is not on record")
 	case err != nil:
-		return fmt.Errorf("planexec: loading run %s: %w", quote(r.d.RunID), err)
+		return err
 	case rec.Status != store.RunAwaitingApproval:
 		return notPending(fmt.Sprintf("the run is %s, awaiting no decision", rec.Status))
-	case !slices.ContainsFunc(rec.Waiting, func(w store.Wait) bool { return w.Request == request }):
+	case !slices.ContainsFunc(rec.Waiting, func(w store.Wait) bool { return w.Request == dec.RequestID }):
 		return notPending("the run awaits no such request")
 	}
-	prev, err := r.ex.approvals.Decision(ctx, r.d.Tenant, request)
-	switch {
-	case errors.Is(err, ErrNoRecord):
-		return nil
-	case err != nil:
-		return fmt.Errorf("planexec: reading the decision on request %s: %w", quote(request), err)
-	case prev.Stands(now):
-		return notPending("it is already decided (" + string(prev.Status) + ")")
+	// The store keeps the first decision of people deciding at once.
+	err = r.ex.st.SaveDecision(ctx, d.Tenant, dec)
+	if errors.Is(err, store.ErrDecided) {
+		return notPending("it is already decided")
 	}
-	return nil
+	return err
 }
 
 // Resolve settles an effect in doubt (see *IndeterminateOutcomeError) once
-// the real outcome is known: it happened (r.Outcome is then replayed as the
-// step's outcome) or it did not (the step may run again). It settles the key
-// in the store's claims and the step's record of this run. A key the store
-// has no record of is ErrNoRecord; one a live holder has in flight is
-// ErrInFlight. A key whose claim is already recorded as done is
-// ErrCompleted, whatever the resolution says; a step record of this run
+// the real outcome is known: it happened (res.Outcome is then replayed as
+// the step's outcome) or it did not (the step may run again). It settles
+// the key in the store's claims and the step's record of this run. Only a
+// key this run holds is settled: one it never claimed (another run's,
+// another tenant's, or none at all) is ErrNoRecord. One a live holder has
+// in flight is ErrInFlight. A key whose claim is already recorded as done
+// is ErrCompleted, whatever the resolution says; a step record of this run
 // still in doubt for it (its completion landed although the writer saw an
 // error) is settled with the recorded outcome, so Resume replays it.
 func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
-	d := &r.d
-	if r.ex.plans == nil {
-		return &ConfigurationError{Why: "no store: nothing records an outcome to resolve"}
+	rec, d, err := r.adopt(ctx, reading)
+	if err != nil {
+		return err
 	}
 	if key.Tenant != d.Tenant {
 		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
@@ -464,52 +479,36 @@ func (r *Run) Resolve(ctx context.Context, key Key, res Resolution) error {
 			return fmt.Errorf("planexec: the outcome of a resolution must be JSON: %w", ErrInvalidDecision)
 		}
 	}
-	found := false
 	var contradicted error
-	if claims := r.ex.claims; claims != nil {
-		err := claims.Resolve(ctx, key, res)
-		switch {
-		case err == nil:
-			found = true
-		case errors.Is(err, ErrCompleted):
-			// The claim says done: a completion landed although its writer
-			// saw an error, so the step's record may still say in doubt.
-			// The claim is the truth, and its outcome settles the record.
-			// A completed claim is final, so asking for it again writes
-			// nothing.
-			c, cerr := claims.Claim(ctx, store.ClaimRequest{Key: key, RunID: d.RunID, Holder: "resolve"})
-			if cerr != nil || c.State != store.ClaimCompleted {
-				return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
-			}
-			contradicted = fmt.Errorf("planexec: key %s: the effect is on record as done: %w", key.Digest, err)
-			res = Resolution{Applied: true, Outcome: c.Outcome}
-			found = true
-		case !errors.Is(err, ErrNoRecord):
+	claims := r.ex.st
+	switch err := claims.Resolve(ctx, key, d.RunID, res); {
+	case err == nil:
+	case errors.Is(err, ErrCompleted):
+		// The claim says done: a completion landed although its writer saw
+		// an error, so the step's record may still say in doubt. The claim
+		// is the truth, and its outcome settles the record. A completed
+		// claim is final, so asking for it again writes nothing.
+		c, cerr := claims.Claim(ctx, store.ClaimRequest{Key: key, RunID: d.RunID, Holder: "resolve"})
+		if cerr != nil || c.State != store.ClaimCompleted {
 			return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
 		}
-	}
-	rec, err := r.ex.plans.LoadPlan(ctx, d.Tenant, d.RunID)
-	if err != nil && !errors.Is(err, ErrNoRecord) {
+		contradicted = fmt.Errorf("planexec: key %s: the effect is on record as done: %w", key.Digest, err)
+		res = Resolution{Applied: true, Outcome: c.Outcome}
+	default:
 		return fmt.Errorf("planexec: resolving key %s: %w", key.Digest, err)
 	}
-	if rec != nil {
-		for _, st := range rec.Steps {
-			if st.Key != key.Digest || st.Status != StepInDoubt {
-				continue
-			}
-			st.Status, st.Outcome, st.Error = StepFailed, nil, "resolved: not applied"
-			if res.Applied {
-				st.Status, st.Outcome, st.Error = StepDone, res.Outcome, ""
-			}
-			st.Finished = r.ex.cfg.Now()
-			if err := r.ex.plans.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
-				return fmt.Errorf("planexec: resolving step %s: %w", quote(st.StepID), err)
-			}
-			found = true
+	for _, st := range rec.Steps {
+		if st.Key != key.Digest || st.Status != StepInDoubt {
+			continue
 		}
-	}
-	if !found {
-		return fmt.Errorf("planexec: key %s: %w", key.Digest, ErrNoRecord)
+		st.Status, st.Outcome, st.Error = StepFailed, nil, "resolved: not applied"
+		if res.Applied {
+			st.Status, st.Outcome, st.Error = StepDone, res.Outcome, ""
+		}
+		st.Finished = r.ex.now()
+		if err := claims.SaveStep(ctx, d.Tenant, d.RunID, st); err != nil {
+			return fmt.Errorf("planexec: resolving step %s: %w", quote(st.StepID), err)
+		}
 	}
 	return contradicted
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,15 +29,18 @@ const (
 	RunAwaitingTool     = store.RunAwaitingTool     // a caller's tool call was handed back: SubmitResult, then Resume
 )
 
-// Info is where the stored run stands, as a listing shows it. A run the
-// store has no record of is ErrNoRecord.
+// Info is where the stored run stands: what a listing shows, with the
+// delegation the run acts under (see Resume) and what each request it
+// waits for asks. A run the store has no record of is ErrNoRecord.
 func (r *Run) Info(ctx context.Context) (RunInfo, error) {
-	rec, err := r.load(ctx)
+	rec, d, err := r.adopt(ctx, reading)
 	if err != nil {
 		return RunInfo{}, err
 	}
-	return runInfo(r.d.Tenant, store.RunSummary{RunID: rec.RunID, PlanID: rec.PlanID, Status: rec.Status, Waiting: rec.Waiting,
-		LeaseExpires: rec.LeaseExpires, Created: rec.Created, Updated: rec.Updated}, r.ex.cfg.Now()), nil
+	info := runInfo(d.Tenant, store.RunSummary{RunID: rec.RunID, PlanID: rec.PlanID, Status: rec.Status, Waiting: rec.Waiting,
+		LeaseExpires: rec.LeaseExpires, Created: rec.Created, Updated: rec.Updated}, r.ex.now())
+	info.Delegation = d
+	return info, nil
 }
 
 // RunInfo is a stored run as a listing shows it.
@@ -47,18 +51,26 @@ type RunInfo struct {
 	Waiting []Wait
 	Created time.Time
 	Updated time.Time
+	// Delegation is the authority the run acts under, as Run.Info reads
+	// it (a listing leaves it nil).
+	Delegation *Delegation
 }
 
 // Wait is one thing a stopped run waits for: a person's decision on an
-// approval request (Request; record it with Run.Decide), the resolution of
-// a key in doubt (Key; settle it with Run.Resolve), or the result of a tool
-// call handed back to the caller (Call; give it to Run.SubmitResult).
+// approval request (Request, and what it asks; record it with Run.Decide),
+// the resolution of a key in doubt (Key; settle it with Run.Resolve), or
+// the result of a tool call handed back to the caller (Call; give it to
+// Run.SubmitResult).
 type Wait struct {
 	Step    string
 	Tool    string
 	Request string
-	Key     Key
-	Call    string
+	// Approval is what the person is asked: the tool, the arguments as
+	// they will run (references resolved), the amount and the grant that
+	// escalated it. It came from the model: keep it out of logs.
+	Approval *ApprovalRequest
+	Key      Key
+	Call     string
 }
 
 // RunQuery asks for a page of a tenant's runs.
@@ -90,8 +102,8 @@ var ErrInvalidQuery = errors.New("planexec: invalid query")
 // one of the Run states, or a cursor no listing returned, wraps
 // ErrInvalidQuery.
 func (ex *Executor) Runs(ctx context.Context, tenant string, q RunQuery) (RunPage, error) {
-	lister, ok := ex.plans.(store.RunLister)
-	if !ok {
+	lister := ex.st.lister
+	if lister == nil {
 		return RunPage{}, &ConfigurationError{Why: "the store does not list runs"}
 	}
 	for _, st := range q.Status {
@@ -119,7 +131,7 @@ func (ex *Executor) Runs(ctx context.Context, tenant string, q RunQuery) (RunPag
 	if slices.Contains(wants, RunInterrupted) && !slices.Contains(wants, RunRunning) {
 		sq.Statuses = append(slices.Clone(sq.Statuses), RunRunning)
 	}
-	now := ex.cfg.Now()
+	now := ex.now()
 	want := sq.Limit
 	// One more than asked tells whether a page follows; a page whose runs
 	// are not all shown is read on until it is full or the runs end.
@@ -160,6 +172,12 @@ func runInfo(tenant string, s store.RunSummary, now time.Time) RunInfo {
 		wait := Wait{Step: w.StepID, Tool: w.Tool, Request: w.Request, Call: w.Call}
 		if w.Key != "" {
 			wait.Key = Key{Tenant: tenant, Digest: w.Key}
+		}
+		if w.Request != "" && len(w.Detail) > 0 {
+			var req ApprovalRequest
+			if json.Unmarshal(w.Detail, &req) == nil && req.ID == w.Request {
+				wait.Approval = &req
+			}
 		}
 		info.Waiting = append(info.Waiting, wait)
 	}

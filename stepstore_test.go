@@ -112,30 +112,3 @@ func TestWhenTheJointWriteFailsNothingIsRecordedAsDone(t *testing.T) {
 	}
 }
 
-func TestAStoreWritingClaimsAndRecordsApartStillRecordsEachStep(t *testing.T) {
-	ctx := context.Background()
-	mem := memory.New()
-	r := &recorder{}
-	run, _ := newExecutor(t, r, withStore(storeApart{mem, mem}))
-	res, err := run.Execute(ctx, tripPlan())
-	if err != nil || !res.Complete {
-		t.Fatalf("Execute: %+v, %v", res, err)
-	}
-	rec, err := mem.LoadPlan(ctx, "acme", "run-1")
-	if err != nil {
-		t.Fatalf("LoadPlan: %v", err)
-	}
-	for _, id := range []string{"s1", "s2"} {
-		if s := rec.Steps[id]; s.Status != planexec.StepDone || s.Key != res.Steps[id].Key.Digest {
-			t.Errorf("%s on record = %+v, want done under its key", id, s)
-		}
-	}
-	again, _ := newExecutor(t, r, withStore(storeApart{mem, mem}))
-	res, err = again.Execute(ctx, tripPlan())
-	if err != nil || !res.Steps["s2"].Replayed {
-		t.Errorf("a repeat: %+v, %v; want the booking replayed from its claim", res, err)
-	}
-	if n := callsOf(r, "book_flight"); n != 1 {
-		t.Errorf("book_flight called %d times, want once", n)
-	}
-}

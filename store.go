@@ -1,30 +1,11 @@
 package planexec
 
 import (
-	"context"
+	"time"
 
 	"github.com/planexec/planexec/store"
+	"github.com/planexec/planexec/store/memory"
 )
-
-// PlanStore keeps plans and their step results, so a run that dies mid-plan
-// can be resumed. The executor writes the plan before its first step and each
-// step as it finishes. Every method is scoped by tenant: one tenant never
-// sees another's runs. The records it exchanges, and what writing a store
-// takes, are in package store.
-type PlanStore interface {
-	// SavePlan writes rec's plan and status (creating or replacing the run's
-	// record). Its Steps are ignored: steps are written by SaveStep. When
-	// rec.PlanID differs from the stored plan's, the run's step records are
-	// dropped: they belonged to another plan.
-	SavePlan(ctx context.Context, rec *store.PlanRecord) error
-	// SaveStep records one step's result.
-	SaveStep(ctx context.Context, tenant, runID string, step store.StepRecord) error
-	// LoadPlan returns the run's record with its steps, or ErrNoRecord.
-	LoadPlan(ctx context.Context, tenant, runID string) (*store.PlanRecord, error)
-	// Forget removes the run's record and its steps. Forgetting a run that
-	// has no record is not an error.
-	Forget(ctx context.Context, tenant, runID string) error
-}
 
 // StepStatus is where a finished step stands, in a Result and in the store.
 type StepStatus = store.StepStatus
@@ -35,3 +16,32 @@ const (
 	StepFailed  = store.StepFailed
 	StepInDoubt = store.StepInDoubt // an irreversible tool failed; its effect may have landed
 )
+
+// stores is the executor's store and what it found the store can do, asked
+// once, as it was built: the one place that asks.
+type stores struct {
+	store.Store
+	history   store.EventStore   // nil: a run's history lives in the process only
+	ceilings  store.CeilingStore // the store's, or the executor's own in memory
+	lister    store.RunLister    // nil: Executor.Runs is a *ConfigurationError
+	pruner    store.Pruner       // nil: Executor.Prune is a *ConfigurationError
+	recoverer store.Recoverer    // nil: Executor.Recover is too, and runs hold no lease
+}
+
+// storesOf finds what s can do. A nil s is a store in memory, kept for the
+// life of the executor.
+func storesOf(s store.Store, now func() time.Time) stores {
+	if s == nil {
+		s = memory.New(memory.WithClock(now))
+	}
+	st := stores{Store: s}
+	st.history, _ = s.(store.EventStore)
+	st.lister, _ = s.(store.RunLister)
+	st.pruner, _ = s.(store.Pruner)
+	st.recoverer, _ = s.(store.Recoverer)
+	var ok bool
+	if st.ceilings, ok = s.(store.CeilingStore); !ok {
+		st.ceilings = memory.New(memory.WithClock(now))
+	}
+	return st
+}

@@ -13,11 +13,12 @@ import (
 	"testing"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 )
 
 // toollessRun is run-1 of tenant acme on an executor with st and no tools.
-func toollessRun(t *testing.T, st planexec.PlanStore) *planexec.Run {
+func toollessRun(t *testing.T, st store.Store) *planexec.Run {
 	t.Helper()
 	ex, err := planexec.NewExecutor(planexec.Config{Store: st})
 	if err != nil {

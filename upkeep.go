@@ -2,7 +2,6 @@ package planexec
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,7 +32,7 @@ const DefaultRetention = 30 * 24 * time.Hour
 // ceiling: it is a *ConfigurationError, and nothing is dropped. It needs a
 // store that prunes (store.Pruner): every store of this module does.
 func (ex *Executor) Prune(ctx context.Context, tenant string, keep time.Duration) (Pruned, error) {
-	if ex.pruner == nil {
+	if ex.st.pruner == nil {
 		return Pruned{}, &ConfigurationError{Why: "the store prunes nothing"}
 	}
 	if keep <= 0 {
@@ -44,7 +43,7 @@ func (ex *Executor) Prune(ctx context.Context, tenant string, keep time.Duration
 			return Pruned{}, &ConfigurationError{Why: fmt.Sprintf("a retention of %v would forget spends inside a ceiling's window of %v", keep, w)}
 		}
 	}
-	p, err := ex.pruner.Prune(ctx, tenant, ex.cfg.Now().Add(-keep))
+	p, err := ex.st.pruner.Prune(ctx, tenant, ex.now().Add(-keep))
 	if err != nil {
 		return p, fmt.Errorf("planexec: pruning the runs of tenant %s: %w", quote(tenant), err)
 	}
@@ -77,19 +76,20 @@ type Recovered struct {
 // It needs a store that recovers runs (store.Recoverer): every store of
 // this module does.
 func (ex *Executor) Recover(ctx context.Context, limit int) ([]Recovered, error) {
-	if ex.recoverer == nil {
+	rc := ex.st.recoverer
+	if rc == nil {
 		return nil, &ConfigurationError{Why: "the store recovers no runs"}
 	}
 	if limit <= 0 {
 		limit = 100
 	}
-	refs, err := ex.recoverer.Stalled(ctx, ex.cfg.Now(), limit)
+	refs, err := rc.Stalled(ctx, ex.now(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("planexec: finding runs to recover: %w", err)
 	}
 	var out []Recovered
 	for _, ref := range refs {
-		took, err := ex.recoverer.TakeRun(ctx, ref, ex.holder(), ex.cfg.Now(), ex.cfg.Lease)
+		took, err := rc.TakeRun(ctx, ref, ex.holder(), ex.now(), ex.cfg.Lease)
 		if err != nil {
 			return out, fmt.Errorf("planexec: taking run %s to recover it: %w", quote(ref.RunID), err)
 		}
@@ -105,18 +105,7 @@ func (ex *Executor) Recover(ctx context.Context, limit int) ([]Recovered, error)
 // recover resumes a run taken to recover it, under the delegation stored
 // with it.
 func (ex *Executor) recover(ctx context.Context, ref store.RunRef) (*Result, error) {
-	rec, err := ex.plans.LoadPlan(ctx, ref.Tenant, ref.RunID)
-	if err != nil {
-		return nil, fmt.Errorf("planexec: loading run %s: %w", quote(ref.RunID), err)
-	}
-	var d Delegation
-	if len(rec.Delegation) == 0 {
-		return nil, &DelegationError{RunID: ref.RunID, Why: "the stored run holds no delegation to act under"}
-	}
-	if err := json.Unmarshal(rec.Delegation, &d); err != nil || d.RunID != ref.RunID || d.Tenant != ref.Tenant {
-		return nil, &store.Error{Op: "load plan", Err: fmt.Errorf("the delegation of run %s: %w", quote(ref.RunID), store.ErrCorruptRecord)}
-	}
-	run, err := ex.Run(d)
+	run, err := ex.Run(Delegation{RunID: ref.RunID, Tenant: ref.Tenant})
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +125,7 @@ type runLease struct {
 
 // keepLease starts moving the run's lease on for holder until stop.
 func (r *Run) keepLease(ctx context.Context, holder string) *runLease {
-	rec, lease := r.ex.recoverer, r.ex.cfg.Lease
+	rec, lease := r.ex.st.recoverer, r.ex.cfg.Lease
 	l := &runLease{}
 	if rec == nil {
 		return l
@@ -145,7 +134,7 @@ func (r *Run) keepLease(ctx context.Context, holder string) *runLease {
 	l.extend = func() error {
 		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
 		defer cancel()
-		return rec.ExtendRun(ectx, ref, holder, r.ex.cfg.Now().Add(lease))
+		return rec.ExtendRun(ectx, ref, holder, r.ex.now().Add(lease))
 	}
 	l.wg.Add(1)
 	l.t = time.AfterFunc(lease/3, func() { l.tick(lease / 3) })

@@ -43,7 +43,7 @@ func TestExecutorsWithLaddersOfTheirOwnShareAWindowedCeilingThroughTheStore(t *t
 	if n := callsOf(r, "refund"); n != 10 {
 		t.Errorf("%d refunds of 10.00 ran under a ceiling of 100.00 shared by three executors, want 10", n)
 	}
-	spent, err := st.Spent(ctx, "g-refunds", time.Now(), time.Hour)
+	spent, err := st.Spent(ctx, "g-refunds", time.Now(), time.Hour, nil)
 	if err != nil || !spent.Equal(decimal.RequireFromString("100")) {
 		t.Errorf("the store counted %s, %v; want 100", spent, err)
 	}

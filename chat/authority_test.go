@@ -135,13 +135,4 @@ func TestAReadToolThatCouldChangeThingsIsRefusedAtConstruction(t *testing.T) {
 			t.Fatalf("%s: %v", tool.Name(), err)
 		}
 	}
-	noStore, err := planexec.NewExecutor(planexec.Config{Tools: tr.writes()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = chat.New(chat.Config{Model: scripted.New(), Store: newRig(t, scripted.New()).store, Engine: noStore})
-	var ce *planexec.ConfigurationError
-	if !errors.As(err, &ce) {
-		t.Fatalf("an engine without a store: %v", err)
-	}
 }

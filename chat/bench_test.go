@@ -26,7 +26,7 @@ import (
 // benchStore keeps both the engine's runs and the chat's transcripts, as a
 // service's one store does.
 type benchStore interface {
-	planexec.PlanStore
+	store.Store
 	store.TranscriptStore
 }
 

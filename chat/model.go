@@ -1,7 +1,6 @@
 package chat
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,10 +99,6 @@ func (c *Chat) answerSchema() (*llm.OutputSchema, string, error) {
 			return nil, "", err
 		}
 		plans = r.Catalog()
-		var ce *planexec.ConfigurationError
-		if _, err := r.Info(context.Background()); errors.As(err, &ce) {
-			return nil, "", &planexec.ConfigurationError{Why: "the engine needs a store: a proposal applied twice must run once"}
-		}
 		c.plans = plans
 	}
 	if len(reads) == 0 && len(plans) == 0 {

@@ -49,6 +49,7 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/examples/internal/trip"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
@@ -106,7 +107,7 @@ func withProviders(ctx context.Context) int {
 }
 
 // openStore opens the store named by spec; memory when spec is empty.
-func openStore(ctx context.Context, spec string) (planexec.PlanStore, func(), error) {
+func openStore(ctx context.Context, spec string) (store.Store, func(), error) {
 	kind, where, _ := strings.Cut(spec, ":")
 	switch kind {
 	case "":

@@ -21,6 +21,7 @@ import (
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
 	"github.com/planexec/planexec/plannerapi"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
@@ -36,7 +37,7 @@ const fiveSteps = `{"goal":"five","steps":[` +
 
 // benchServer serves a five-step session over st, with a scripted model
 // (no model time) and a search that waits on gate when it is not nil.
-func benchServer(b *testing.B, st planexec.PlanStore, gate chan struct{}) *httptest.Server {
+func benchServer(b *testing.B, st store.Store, gate chan struct{}) *httptest.Server {
 	b.Helper()
 	tool := planexec.MustTool("search_flights", "Find flights.", func(ctx context.Context, s search) ([]string, error) {
 		if gate != nil {
@@ -122,8 +123,8 @@ func BenchmarkPlannerSession(b *testing.B) {
 // the heap each open session holds while all 200 are mid-step.
 func BenchmarkConcurrentSessions(b *testing.B) {
 	const sessions = 200
-	stores := map[string]func(b *testing.B) planexec.PlanStore{
-		"sqlite": func(b *testing.B) planexec.PlanStore {
+	stores := map[string]func(b *testing.B) store.Store{
+		"sqlite": func(b *testing.B) store.Store {
 			st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "sessions.db"))
 			if err != nil {
 				b.Fatal(err)
@@ -131,7 +132,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 			b.Cleanup(func() { _ = st.Close() })
 			return st
 		},
-		"postgres": func(b *testing.B) planexec.PlanStore {
+		"postgres": func(b *testing.B) store.Store {
 			dsn := os.Getenv("PLANEXEC_POSTGRES_URL")
 			if dsn == "" {
 				b.Skip("PLANEXEC_POSTGRES_URL is not set")

@@ -21,6 +21,7 @@ import (
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
 	"github.com/planexec/planexec/plannerapi"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/postgres"
 )
@@ -40,7 +41,7 @@ type desk struct {
 	mu                 sync.Mutex
 }
 
-func newDesk(t *testing.T, st planexec.PlanStore) *desk {
+func newDesk(t *testing.T, st store.Store) *desk {
 	t.Helper()
 	d := &desk{clock: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)}
 	tools := []*planexec.Tool{
@@ -315,7 +316,7 @@ func TestAnotherReplicaContinuesASession(t *testing.T) {
 	}
 	ctx := context.Background()
 	schema := fmt.Sprintf("plannerapi_%d", time.Now().UnixNano())
-	open := func() planexec.PlanStore {
+	open := func() store.Store {
 		st, err := postgres.Open(ctx, dsn, postgres.WithSchema(schema))
 		if err != nil {
 			t.Fatal(err)

@@ -91,6 +91,8 @@ type ClaimRow struct {
 	Holder       string          `json:"holder"`
 	LeaseExpires time.Time       `json:"lease_expires"`
 	Outcome      json.RawMessage `json:"outcome,omitempty"`
+	// Run is the run whose step took the key last: only it may resolve it.
+	Run string `json:"run,omitempty"`
 }
 
 // Answer tells what req gets from the key at now. When the key is the
@@ -121,7 +123,7 @@ func (r ClaimRow) Answer(req ClaimRequest, now time.Time) (answer Claim, take bo
 // what Claim returns to it. A key nobody claimed is taken from the zero
 // ClaimRow, under epoch 1. Call it only when Answer says take.
 func (r *ClaimRow) Take(req ClaimRequest, now time.Time) Claim {
-	r.State, r.Holder, r.LeaseExpires, r.Outcome = ClaimAcquired, req.Holder, now.Add(req.Lease), nil
+	r.State, r.Holder, r.LeaseExpires, r.Outcome, r.Run = ClaimAcquired, req.Holder, now.Add(req.Lease), nil, req.RunID
 	r.Epoch++
 	return Claim{State: ClaimAcquired, Epoch: r.Epoch, Holder: r.Holder, LeaseExpires: r.LeaseExpires}
 }
@@ -142,12 +144,14 @@ func (r *ClaimRow) Release(inDoubt bool) {
 	}
 }
 
-// Resolve settles the key at now as res says, and moves its epoch on so
-// that the old holder's writes are fenced. A key a live holder has in
-// flight is ErrInFlight, one recorded as done ErrCompleted; the row is then
-// left as it was.
-func (r *ClaimRow) Resolve(res Resolution, now time.Time) error {
+// Resolve settles the key at now for run as res says, and moves its epoch
+// on so that the old holder's writes are fenced. A key another run took is
+// ErrNoRecord, one a live holder has in flight ErrInFlight, one recorded as
+// done ErrCompleted; the row is then left as it was.
+func (r *ClaimRow) Resolve(run string, res Resolution, now time.Time) error {
 	switch {
+	case r.Run != run:
+		return ErrNoRecord
 	case r.State == ClaimAcquired && now.Before(r.LeaseExpires):
 		return ErrInFlight
 	case r.State == ClaimCompleted:

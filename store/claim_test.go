@@ -98,12 +98,16 @@ func TestResolvingSettlesAKeyUnlessItIsInFlightOrDone(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			row := c.row
-			err := row.Resolve(c.res, now)
+			row.Run = "run-1"
+			if err := row.Resolve("run-2", c.res, now); !errors.Is(err, store.ErrNoRecord) {
+				t.Fatalf("Resolve for another run = %v, want ErrNoRecord: only the run that took the key settles it", err)
+			}
+			err := row.Resolve("run-1", c.res, now)
 			if !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
 				t.Fatalf("Resolve = %v, want %v", err, c.err)
 			}
 			if c.err != nil {
-				if row.State != c.row.State || row.Epoch != c.row.Epoch || string(row.Outcome) != string(c.row.Outcome) {
+				if row.State != c.row.State || row.Epoch != c.row.Epoch || string(row.Outcome) != string(c.row.Outcome) || row.Run != "run-1" {
 					t.Errorf("a refused Resolve changed the row: %+v, was %+v", row, c.row)
 				}
 				return

@@ -51,6 +51,10 @@ type Wait struct {
 	Request string `json:"request,omitempty"` // the approval request's id
 	Key     string `json:"key,omitempty"`     // the digest of the key in doubt
 	Call    string `json:"call,omitempty"`    // the id of a tool call handed back to the caller
+	// Detail is what is asked, as the executor wrote it (the approval
+	// request, the call handed back), so that whoever answers later needs
+	// nothing but the store. A store keeps it as it is.
+	Detail json.RawMessage `json:"detail,omitempty"`
 }
 
 // StepStatus is where a stored step stands. planexec.StepStatus is this
@@ -102,6 +106,10 @@ type PlanRecord struct {
 	Steps   map[string]StepRecord
 	Created time.Time
 	Updated time.Time
+	// Update says the run was read from the store (or written by this
+	// execution) before: SavePlan only replaces its record, and a run whose
+	// record is gone is ErrNoRecord, never written back.
+	Update bool
 }
 
 // StepRecord is one step's result as stored.
@@ -143,12 +151,10 @@ type StepWrite struct {
 	Events []json.RawMessage
 }
 
-// StepStore is the capability of a store that keeps plans and idempotency
-// claims in one database: it writes a step's claim, its record and the
-// run's events up to it in one transaction, so there is no moment in which
-// one is written and the others are not. When the executor's store has it,
-// the executor uses it for every finished step. The key's tenant scopes the
-// writes. Each method fails with ErrFenced, writing nothing, when w.Epoch
+// StepStore writes a step's claim, its record and the run's events up to it
+// in one transaction, so there is no moment in which one is written and the
+// others are not: the executor ends every step with it. The key's tenant
+// scopes the writes. Each method fails with ErrFenced, writing nothing, when w.Epoch
 // no longer holds the key, and with ErrNoRecord when the run has no plan
 // record.
 type StepStore interface {

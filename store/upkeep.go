@@ -38,8 +38,10 @@ type CeilingStore interface {
 	// A spend whose grant and key are already recorded records nothing and
 	// succeeds.
 	Spend(ctx context.Context, s Spend, window time.Duration, ceiling decimal.Decimal) error
-	// Spent sums what grant spent after at-window.
-	Spent(ctx context.Context, grant string, at time.Time, window time.Duration) (decimal.Decimal, error)
+	// Spent sums what grant spent after at-window, but for the spends of
+	// the keys in except (steps being cleared again, whose amounts the
+	// executor counts itself).
+	Spent(ctx context.Context, grant string, at time.Time, window time.Duration, except []string) (decimal.Decimal, error)
 }
 
 // Pruned counts what a Prune dropped.

@@ -79,7 +79,7 @@ func runApprovalStore(t *testing.T, open Open) {
 		}
 	})
 
-	t.Run("A later SaveDecision for the same record replaces the earlier", func(t *testing.T) {
+	t.Run("The first decision stands: a later one is ErrDecided until an approval expires", func(t *testing.T) {
 		k := setup(t, open)
 		first := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana",
 			DecidedAt: k.clk.Now(), Expires: k.clk.Now().Add(time.Hour)}
@@ -89,11 +89,23 @@ func runApprovalStore(t *testing.T, open Open) {
 		k.clk.Advance(time.Minute)
 		withdrawn := planexec.Decision{RequestID: "rec-1", Status: planexec.Denied, Approver: "lee",
 			Why: "withdrawn", DecidedAt: k.clk.Now()}
-		if err := k.Approvals.SaveDecision(k.ctx, "acme", withdrawn); err != nil {
-			t.Fatalf("SaveDecision again: %v", err)
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", withdrawn); !errors.Is(err, store.ErrDecided) {
+			t.Fatalf("a denial after a live approval: SaveDecision = %v, want ErrDecided", err)
 		}
 		got, err := k.Approvals.Decision(k.ctx, "acme", "rec-1")
 		if err != nil {
+			t.Fatalf("Decision: %v", err)
+		}
+		for _, d := range diffDecision(got, first) {
+			t.Error(d)
+		}
+		// Once the approval expired, a new decision takes its place.
+		k.clk.Advance(time.Hour)
+		withdrawn.DecidedAt = k.clk.Now()
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", withdrawn); err != nil {
+			t.Fatalf("a denial after the approval expired: SaveDecision = %v", err)
+		}
+		if got, err = k.Approvals.Decision(k.ctx, "acme", "rec-1"); err != nil {
 			t.Fatalf("Decision: %v", err)
 		}
 		for _, d := range diffDecision(got, withdrawn) {

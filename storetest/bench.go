@@ -20,7 +20,7 @@ import (
 // all started at once on one executor over the store that open returns for
 // each iteration. It reports runs per second, allocations per run and the
 // 99th percentile of a run's latency (from its start to Execute's return).
-func ConcurrentRuns(b *testing.B, runs int, open func(b *testing.B) planexec.PlanStore) {
+func ConcurrentRuns(b *testing.B, runs int, open func(b *testing.B) store.Store) {
 	tool := planexec.MustTool("errand", "Run an errand.", func(ctx context.Context, a errand) (string, error) {
 		return "done " + a.Item, nil
 	})

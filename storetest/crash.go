@@ -96,15 +96,10 @@ type shape struct {
 	written point
 }
 
-func shapeOf(s Stores) shape {
-	if _, ok := stepStoreOf(s); ok {
-		// CompleteStep writes the claim's completion and the step record at once.
-		return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeRecord, afterRecord}, replay: []point{beforeClaim},
-			attempt: beforeRecord, written: afterRecord}
-	}
-	// Complete, then SaveStep.
-	return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeComplete, beforeRecord, afterRecord}, replay: []point{beforeClaim, beforeRecord, afterRecord},
-		attempt: beforeComplete, written: beforeRecord}
+func shapeOf(Stores) shape {
+	// CompleteStep writes the claim's completion and the step record at once.
+	return shape{points: []point{beforeClaim, afterClaim, toolStart, toolEnd, beforeRecord, afterRecord}, replay: []point{beforeClaim},
+		attempt: beforeRecord, written: afterRecord}
 }
 
 // The plan: twenty steps in four lanes of dependent steps that run side by
@@ -260,8 +255,8 @@ func crashStart(t *testing.T, d Durable, kills int, what string, child func(*tes
 		t.Fatalf("%s needs at least one kill point, got %d", what, kills)
 	}
 	stores, effects := d.Open(t)
-	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
-		t.Fatalf("Durable.Open returned %+v and Effects %v: the harness needs all three stores and Effects", stores, effects)
+	if stores.Store == nil || effects == nil {
+		t.Fatalf("Durable.Open returned %+v and Effects %v: the harness needs a store and Effects", stores, effects)
 	}
 	return stores, effects, shapeOf(stores), true
 }
@@ -355,16 +350,10 @@ func (c *childTalk) at(p point, step string) {
 // run's plan record too when saves is true.
 func (c *childTalk) open(t *testing.T, d Durable, saves bool) (Stores, Effects) {
 	stores, effects := d.Open(t)
-	if stores.Plans == nil || stores.Idempotency == nil || stores.Approvals == nil || effects == nil {
+	if stores.Store == nil || effects == nil {
 		c.end(1, "Durable.Open returned a nil store or nil Effects")
 	}
-	if ss, ok := stepStoreOf(stores); ok {
-		m := &markedSteps{stepStore: ss, at: c.at, saves: saves}
-		stores.Plans, stores.Idempotency = m, m
-	} else {
-		stores.Plans = &markedPlans{PlanStore: stores.Plans, at: c.at, saves: saves}
-		stores.Idempotency = &markedClaims{IdempotencyStore: stores.Idempotency, at: c.at, steps: map[planexec.Key]string{}}
-	}
+	stores.Store = &markedSteps{Store: stores.Store, at: c.at, saves: saves}
 	return stores, effects
 }
 
@@ -377,23 +366,23 @@ func approveAll() planexec.ApprovalGate {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// markedSteps marks the points of a StepStore.
+// markedSteps marks the points of a store's step.
 type markedSteps struct {
-	stepStore
+	store.Store
 	at    func(point, string)
 	saves bool // mark the saves of plan records too
 }
 
 func (m *markedSteps) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	if !m.saves {
-		return m.stepStore.SavePlan(ctx, rec)
+		return m.Store.SavePlan(ctx, rec)
 	}
-	return markSave(m.at, rec, func() error { return m.stepStore.SavePlan(ctx, rec) })
+	return markSave(m.at, rec, func() error { return m.Store.SavePlan(ctx, rec) })
 }
 
 func (m *markedSteps) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	m.at(beforeClaim, req.StepID)
-	c, err := m.stepStore.Claim(ctx, req)
+	c, err := m.Store.Claim(ctx, req)
 	if err == nil && c.State == store.ClaimAcquired {
 		m.at(afterClaim, req.StepID)
 	}
@@ -402,60 +391,9 @@ func (m *markedSteps) Claim(ctx context.Context, req store.ClaimRequest) (store.
 
 func (m *markedSteps) CompleteStep(ctx context.Context, w *store.StepWrite) error {
 	m.at(beforeRecord, w.Record.StepID)
-	err := m.stepStore.CompleteStep(ctx, w)
+	err := m.Store.CompleteStep(ctx, w)
 	if err == nil {
 		m.at(afterRecord, w.Record.StepID)
-	}
-	return err
-}
-
-// markedClaims and markedPlans mark the points of stores that write a
-// step's completion and its record apart.
-type markedClaims struct {
-	planexec.IdempotencyStore
-	at    func(point, string)
-	mu    sync.Mutex
-	steps map[planexec.Key]string
-}
-
-func (m *markedClaims) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
-	m.mu.Lock()
-	m.steps[req.Key] = req.StepID
-	m.mu.Unlock()
-	m.at(beforeClaim, req.StepID)
-	c, err := m.IdempotencyStore.Claim(ctx, req)
-	if err == nil && c.State == store.ClaimAcquired {
-		m.at(afterClaim, req.StepID)
-	}
-	return c, err
-}
-
-func (m *markedClaims) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
-	m.mu.Lock()
-	step := m.steps[key]
-	m.mu.Unlock()
-	m.at(beforeComplete, step)
-	return m.IdempotencyStore.Complete(ctx, key, epoch, outcome)
-}
-
-type markedPlans struct {
-	planexec.PlanStore
-	at    func(point, string)
-	saves bool // mark the saves of plan records too
-}
-
-func (m *markedPlans) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
-	if !m.saves {
-		return m.PlanStore.SavePlan(ctx, rec)
-	}
-	return markSave(m.at, rec, func() error { return m.PlanStore.SavePlan(ctx, rec) })
-}
-
-func (m *markedPlans) SaveStep(ctx context.Context, tenant, run string, rec store.StepRecord) error {
-	m.at(beforeRecord, rec.StepID)
-	err := m.PlanStore.SaveStep(ctx, tenant, run, rec)
-	if err == nil {
-		m.at(afterRecord, rec.StepID)
 	}
 	return err
 }
@@ -820,7 +758,7 @@ func (r *recovery) check(ctx context.Context) {
 	if !r.checkEffects(ctx) {
 		return
 	}
-	rec, err := r.stores.Plans.LoadPlan(ctx, crashTenant, r.run)
+	rec, err := r.stores.Store.LoadPlan(ctx, crashTenant, r.run)
 	if err != nil {
 		r.problem("LoadPlan after the plan completed: %v", err)
 		return

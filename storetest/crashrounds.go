@@ -316,7 +316,7 @@ func (r *roundsRecovery) finish(ctx context.Context) {
 			r.problem("the planner was asked for round %d %d times, want once: the child had not stored its plan", n, asked[n])
 		}
 	}
-	rec, err := r.stores.Plans.LoadPlan(ctx, crashTenant, r.run)
+	rec, err := r.stores.Store.LoadPlan(ctx, crashTenant, r.run)
 	switch {
 	case err != nil:
 		r.problem("LoadPlan after the run answered: %v", err)

@@ -109,7 +109,7 @@ func claimKey(takeOver bool) read {
 
 func resolveKey(applied bool, orElse error) read {
 	return read{name: fmt.Sprintf("Resolve (applied %v)", applied), orElse: orElse, do: func(k kit) error {
-		return k.Idempotency.Resolve(k.ctx, theKey, planexec.Resolution{Applied: applied, Outcome: json.RawMessage(`"resolved"`)})
+		return k.Idempotency.Resolve(k.ctx, theKey, "run-1", planexec.Resolution{Applied: applied, Outcome: json.RawMessage(`"resolved"`)})
 	}}
 }
 

@@ -15,7 +15,7 @@
 //	func TestStoresConform(t *testing.T) {
 //		storetest.Run(t, func(t testing.TB, now func() time.Time) storetest.Stores {
 //			s := openStore(t, filepath.Join(t.TempDir(), "plans.db"), now)
-//			return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}
+//			return storetest.Stores{Store: s}
 //		})
 //	}
 //
@@ -78,7 +78,7 @@
 //
 //	storetest.Run(t, func(t testing.TB, now func() time.Time) storetest.Stores {
 //		s, db := openStore(t, filepath.Join(t.TempDir(), "plans.db"), now)
-//		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s, Tamper: tamper{db}}
+//		return storetest.Stores{Store: s, Tamper: tamper{db}}
 //	})
 //
 // # Two handles on one backing
@@ -129,7 +129,7 @@
 //		}
 //		storetest.CrashAnywhere(t, storetest.Durable{Open: func(t testing.TB) (storetest.Stores, storetest.Effects) {
 //			s := openStore(t, os.Getenv("MYSTORE_CRASH_DB"), time.Now)
-//			return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}, effectsTable{s}
+//			return storetest.Stores{Store: s}, effectsTable{s}
 //		}}, 100)
 //	}
 //

@@ -234,7 +234,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 	t.Run("Resolve of a key never claimed is ErrNoRecord and claims nothing", func(t *testing.T) {
 		k := setup(t, open)
 		for _, r := range []planexec.Resolution{{Applied: true, Outcome: json.RawMessage(`1`)}, {Applied: false}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, store.ErrNoRecord) {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", r); !errors.Is(err, store.ErrNoRecord) {
 				t.Errorf("Resolve(%+v) of a key never claimed: want ErrNoRecord, got %v", r, err)
 			}
 		}
@@ -246,7 +246,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		held := k.acquire(t, theKey, "worker-a", true)
 		k.clk.Advance(lease / 2)
 		for _, r := range []planexec.Resolution{{Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}, {Applied: false}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, store.ErrInFlight) {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", r); !errors.Is(err, store.ErrInFlight) {
 				t.Errorf("Resolve(%+v) while the lease is live: want ErrInFlight, got %v", r, err)
 			}
 		}
@@ -268,7 +268,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		}
 		k.clk.Advance(10 * lease)
 		for _, r := range []planexec.Resolution{{Applied: false}, {Applied: true, Outcome: json.RawMessage(`"PNR-X"`)}} {
-			if err := k.Idempotency.Resolve(k.ctx, theKey, r); !errors.Is(err, store.ErrCompleted) {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", r); !errors.Is(err, store.ErrCompleted) {
 				t.Errorf("Resolve(%+v) of a completed key: want ErrCompleted, got %v", r, err)
 			}
 		}
@@ -294,7 +294,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 			c := k.acquire(t, theKey, "worker-a", false)
 			l.leave(t, k, c)
 			out := json.RawMessage(`{"pnr":"PNR-FOUND","fare":412.50}`)
-			if err := k.Idempotency.Resolve(k.ctx, theKey, planexec.Resolution{Applied: true, Outcome: out}); err != nil {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", planexec.Resolution{Applied: true, Outcome: out}); err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
 			copy(out, `{"XXX":`)
@@ -305,7 +305,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 			k := setup(t, open)
 			c := k.acquire(t, theKey, "worker-a", false)
 			l.leave(t, k, c)
-			if err := k.Idempotency.Resolve(k.ctx, theKey, planexec.Resolution{Applied: false}); err != nil {
+			if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", planexec.Resolution{Applied: false}); err != nil {
 				t.Fatalf("Resolve: %v", err)
 			}
 			k.expectFenced(t, theKey, c.Epoch, "the old holder")
@@ -333,7 +333,7 @@ func runIdempotencyStore(t *testing.T, open Open) {
 		k.expectCompleted(t, other, `"globex's"`)
 		k.expectInDoubt(t, theKey)
 		third := planexec.Key{Tenant: "initech", Digest: theKey.Digest}
-		if err := k.Idempotency.Resolve(k.ctx, third, planexec.Resolution{Applied: false}); !errors.Is(err, store.ErrNoRecord) {
+		if err := k.Idempotency.Resolve(k.ctx, third, "run-1", planexec.Resolution{Applied: false}); !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("Resolve by a third tenant: want ErrNoRecord, got %v", err)
 		}
 		k.expectInDoubt(t, theKey)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -31,8 +30,8 @@ type journal struct {
 	mu        sync.Mutex
 	off       int64 // how much of the file is applied
 	plans     map[runKey]*store.PlanRecord
-	claims    map[planexec.Key]store.ClaimRow
-	decisions map[decisionKey]planexec.Decision
+	claims    map[store.Key]store.ClaimRow
+	decisions map[decisionKey]store.Decision
 	effects   map[string]map[string]int
 }
 
@@ -74,13 +73,13 @@ type stepEntry struct {
 }
 
 type claimEntry struct {
-	Key   planexec.Key
+	Key   store.Key
 	Claim store.ClaimRow
 }
 
 type decisionEntry struct {
 	Tenant   string
-	Decision planexec.Decision
+	Decision store.Decision
 }
 
 type effectEntry struct{ Run, Step string }
@@ -92,8 +91,8 @@ func openJournal(t testing.TB, path string, now func() time.Time) *journal {
 		t.Fatalf("opening the journal: %v", err)
 	}
 	f.Close()
-	return &journal{path: path, now: now, plans: map[runKey]*store.PlanRecord{}, claims: map[planexec.Key]store.ClaimRow{},
-		decisions: map[decisionKey]planexec.Decision{}, effects: map[string]map[string]int{}}
+	return &journal{path: path, now: now, plans: map[runKey]*store.PlanRecord{}, claims: map[store.Key]store.ClaimRow{},
+		decisions: map[decisionKey]store.Decision{}, effects: map[string]map[string]int{}}
 }
 
 // sync applies the lines appended since the journal last looked. Callers
@@ -198,8 +197,13 @@ func (j *journal) do(fn func() error) error {
 
 func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	c := *rec
-	c.Steps = nil
-	return j.do(func() error { return j.write(entry{Plan: newPlanEntry(&c)}) })
+	c.Steps, c.Update = nil, false
+	return j.do(func() error {
+		if rec.Update && j.plans[runKey{rec.Tenant, rec.RunID}] == nil {
+			return store.ErrNoRecord
+		}
+		return j.write(entry{Plan: newPlanEntry(&c)})
+	})
 }
 
 func (j *journal) SaveStep(_ context.Context, tenant, run string, step store.StepRecord) error {
@@ -263,7 +267,7 @@ func (j *journal) Claim(_ context.Context, req store.ClaimRequest) (store.Claim,
 }
 
 // held returns the claim epoch holds. Callers hold j.mu.
-func (j *journal) held(key planexec.Key, epoch int64) (store.ClaimRow, error) {
+func (j *journal) held(key store.Key, epoch int64) (store.ClaimRow, error) {
 	c, ok := j.claims[key]
 	if !ok {
 		return c, store.ErrNoRecord
@@ -274,7 +278,7 @@ func (j *journal) held(key planexec.Key, epoch int64) (store.ClaimRow, error) {
 	return c, nil
 }
 
-func (j *journal) Extend(_ context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+func (j *journal) Extend(_ context.Context, key store.Key, epoch int64, lease time.Duration) error {
 	return j.do(func() error {
 		c, err := j.held(key, epoch)
 		if err != nil {
@@ -285,17 +289,17 @@ func (j *journal) Extend(_ context.Context, key planexec.Key, epoch int64, lease
 	})
 }
 
-func (j *journal) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+func (j *journal) Complete(ctx context.Context, key store.Key, epoch int64, outcome json.RawMessage) error {
 	return j.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: epoch, Outcome: outcome})
 }
 
-func (j *journal) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+func (j *journal) Release(ctx context.Context, key store.Key, epoch int64, inDoubt bool) error {
 	return j.ReleaseStep(ctx, &store.StepWrite{Key: key, Epoch: epoch, InDoubt: inDoubt})
 }
 
 // finish writes a claim's end and, when run is not "", the step's record
 // with it, in one line.
-func (j *journal) finish(key planexec.Key, epoch int64, run string, rec store.StepRecord, end func(*store.ClaimRow)) error {
+func (j *journal) finish(key store.Key, epoch int64, run string, rec store.StepRecord, end func(*store.ClaimRow)) error {
 	return j.do(func() error {
 		c, err := j.held(key, epoch)
 		if err != nil {
@@ -322,21 +326,21 @@ func (j *journal) ReleaseStep(_ context.Context, w *store.StepWrite) error {
 	return j.finish(w.Key, w.Epoch, w.RunID, w.Record, func(c *store.ClaimRow) { c.Release(w.InDoubt) })
 }
 
-func (j *journal) Resolve(_ context.Context, key planexec.Key, r planexec.Resolution) error {
+func (j *journal) Resolve(_ context.Context, key store.Key, run string, r store.Resolution) error {
 	return j.do(func() error {
 		c, ok := j.claims[key]
 		if !ok {
 			return store.ErrNoRecord
 		}
-		if err := c.Resolve(r, j.now()); err != nil {
+		if err := c.Resolve(run, r, j.now()); err != nil {
 			return err
 		}
 		return j.write(entry{Claim: &claimEntry{key, c}})
 	})
 }
 
-func (j *journal) Decision(_ context.Context, tenant, requestID string) (planexec.Decision, error) {
-	var d planexec.Decision
+func (j *journal) Decision(_ context.Context, tenant, requestID string) (store.Decision, error) {
+	var d store.Decision
 	err := j.do(func() error {
 		var ok bool
 		if d, ok = j.decisions[decisionKey{tenant, requestID}]; !ok {
@@ -347,7 +351,7 @@ func (j *journal) Decision(_ context.Context, tenant, requestID string) (planexe
 	return d, err
 }
 
-func (j *journal) SaveDecision(_ context.Context, tenant string, d planexec.Decision) error {
+func (j *journal) SaveDecision(_ context.Context, tenant string, d store.Decision) error {
 	return j.do(func() error {
 		if prev, ok := j.decisions[decisionKey{tenant, d.RequestID}]; ok && prev.Keeps(d) {
 			return store.ErrDecided
@@ -373,8 +377,8 @@ func (j *journal) Counts(_ context.Context, run string) (map[string]int, error) 
 }
 
 var _ interface {
-	planexec.PlanStore
-	planexec.IdempotencyStore
+	store.PlanStore
+	store.IdempotencyStore
 	store.StepStore
-	planexec.ApprovalStore
+	store.ApprovalStore
 } = (*journal)(nil)

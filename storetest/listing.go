@@ -94,7 +94,7 @@ func runListing(t *testing.T, open Open) {
 				continue
 			}
 			want := map[store.RunStatus][]store.Wait{store.RunAwaitingApproval: approval, store.RunInDoubt: doubt, store.RunAwaitingTool: calls}[st]
-			if !slices.Equal(got[0].Waiting, want) {
+			if !sameWaits(got[0].Waiting, want) {
 				t.Errorf("a run %s waits for %+v, want %+v", st, got[0].Waiting, want)
 			}
 			if !sameInstant(got[0].Created, got[0].Updated) || got[0].Created.IsZero() {
@@ -194,7 +194,7 @@ func runRecordFields(t *testing.T, open Open) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got.Delegation) != string(rec.Delegation) || !slices.Equal(got.Waiting, rec.Waiting) {
+	if string(got.Delegation) != string(rec.Delegation) || !sameWaits(got.Waiting, rec.Waiting) {
 		t.Errorf("loaded delegation %s waiting %+v, want %s %+v", got.Delegation, got.Waiting, rec.Delegation, rec.Waiting)
 	}
 	rec.Status, rec.Waiting = store.RunRunning, nil

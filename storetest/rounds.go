@@ -285,7 +285,7 @@ func runRounds(t *testing.T, open Open) {
 			t.Errorf("the stopped run is stored as %s, want interrupted", st)
 		}
 		if _, ok := k.lister(); ok {
-			ex, err := planexec.NewExecutor(planexec.Config{Store: k.Plans, Now: k.clk.Now})
+			ex, err := planexec.NewExecutor(planexec.Config{Store: k.Store, Now: k.clk.Now})
 			if err != nil {
 				t.Fatalf("NewExecutor: %v", err)
 			}

@@ -4,24 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/shopspring/decimal"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 )
 
-// Stores are the stores under test, all over one backing (one database).
+// Stores is the store under test.
 type Stores struct {
-	Plans       planexec.PlanStore
-	Idempotency planexec.IdempotencyStore
-	Approvals   planexec.ApprovalStore
-	// Tamper, if set, writes into the same backing what the stores never
-	// would, so the suite can check what they make of it. Durable stores
+	Store store.Store
+	// Tamper, if set, writes into the same backing what the store never
+	// would, so the suite can check what it makes of it. Durable stores
 	// should give one; without it those checks are skipped.
 	Tamper Tamper
 }
@@ -79,63 +76,42 @@ func (c *Clock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// kit is what one subtest works with: fresh stores and the clock they run on.
+// kit is what one subtest works with: a fresh store, seen through each of
+// its interfaces, and the clock it runs on.
 type kit struct {
 	Stores
-	clk *Clock
-	ctx context.Context
+	Plans       store.PlanStore
+	Idempotency store.IdempotencyStore
+	Approvals   store.ApprovalStore
+	clk         *Clock
+	ctx         context.Context
 }
 
-// setup opens fresh stores for t on a clock of its own.
+// setup opens a fresh store for t on a clock of its own.
 func setup(t *testing.T, open Open) kit {
 	t.Helper()
 	clk := NewClock()
 	s := open(t, clk.Now)
-	if s.Plans == nil || s.Idempotency == nil || s.Approvals == nil {
-		t.Fatalf("Open returned %+v: the suite needs all three stores", s)
+	if s.Store == nil {
+		t.Fatalf("Open returned no store")
 	}
-	return kit{Stores: s, clk: clk, ctx: t.Context()}
+	return kit{Stores: s, Plans: s.Store, Idempotency: s.Store, Approvals: s.Store, clk: clk, ctx: t.Context()}
 }
 
-// store is the one value an executor is configured with over s: a StepStore
-// (a step's claim and record in one transaction) when Plans is a StepStore
-// and the very value that is Idempotency, else one that writes them apart.
-func (s Stores) store() planexec.PlanStore {
-	if ss, ok := stepStoreOf(s); ok {
-		return oneWrite{ss, s.Approvals}
-	}
-	return apart{s.Plans, s.Idempotency, s.Approvals}
-}
+// stepStoreOf returns s's store: every store writes a step's claim and
+// record together.
+func stepStoreOf(s Stores) (store.Store, bool) { return s.Store, s.Store != nil }
 
-// stepStore is a store with the one-transaction step write: plans, claims
-// and the capability that writes a step's claim and record together.
-type stepStore interface {
-	planexec.PlanStore
-	planexec.IdempotencyStore
-	store.StepStore
-}
+// store is the value an executor is configured with over s.
+func (s Stores) store() store.Store { return s.Store }
 
-// oneWrite is a stepStore with decisions.
-type oneWrite struct {
-	stepStore
-	planexec.ApprovalStore
-}
-
-// apart keeps plans and claims in stores that write apart.
-type apart struct {
-	planexec.PlanStore
-	planexec.IdempotencyStore
-	planexec.ApprovalStore
-}
-
-// stepStoreOf returns the stores' StepStore when the executor would use one:
-// Plans is a StepStore and the very value that is Idempotency.
-func stepStoreOf(s Stores) (stepStore, bool) {
-	ss, ok := s.Plans.(stepStore)
-	if !ok || s.Idempotency == nil || !reflect.TypeOf(s.Plans).Comparable() || any(s.Plans) != any(s.Idempotency) {
-		return nil, false
-	}
-	return ss, true
+// sameWaits reports whether a store gave back the waits it was given: the
+// same fields, the documents as the same JSON.
+func sameWaits(a, b []store.Wait) bool {
+	return slices.EqualFunc(a, b, func(x, y store.Wait) bool {
+		return x.StepID == y.StepID && x.Tool == y.Tool && x.Request == y.Request && x.Key == y.Key && x.Call == y.Call &&
+			(len(x.Detail) == 0) == (len(y.Detail) == 0) && (len(x.Detail) == 0 || jsonEqual(x.Detail, y.Detail))
+	})
 }
 
 // sameInstant reports whether a and b are the same instant to the

@@ -45,15 +45,15 @@ func runCeilings(t *testing.T, open Open) {
 		if err := spend("k4", "39.90", at.Add(time.Minute)); err != nil {
 			t.Errorf("a spend up to the ceiling exactly: %v", err)
 		}
-		got, err := c.Spent(k.ctx, "g-refunds", at.Add(time.Minute), window)
+		got, err := c.Spent(k.ctx, "g-refunds", at.Add(time.Minute), window, nil)
 		if err != nil || !got.Equal(d("100.00")) {
 			t.Errorf("Spent = %s, %v; want 100.00 (the refused spend not counted)", got, err)
 		}
 		// A window later, the old spends fall out.
-		if got, _ := c.Spent(k.ctx, "g-refunds", at.Add(window), window); !got.Equal(d("39.90")) {
+		if got, _ := c.Spent(k.ctx, "g-refunds", at.Add(window), window, nil); !got.Equal(d("39.90")) {
 			t.Errorf("Spent a window later = %s, want 39.90", got)
 		}
-		if got, _ := c.Spent(k.ctx, "g-other", at, window); !got.IsZero() {
+		if got, _ := c.Spent(k.ctx, "g-other", at, window, nil); !got.IsZero() {
 			t.Errorf("another grant spent %s", got)
 		}
 	})
@@ -70,7 +70,7 @@ func runCeilings(t *testing.T, open Open) {
 		if err := c.Spend(k.ctx, store.Spend{Tenant: "acme", Grant: "g", Key: "earlier", Amount: d("60"), At: at}, window, d("100")); !errors.Is(err, store.ErrCeiling) {
 			t.Errorf("a spend that with a later one passes the ceiling: err = %v, want ErrCeiling", err)
 		}
-		if got, _ := c.Spent(k.ctx, "g", at, window); !got.Equal(d("60")) {
+		if got, _ := c.Spent(k.ctx, "g", at, window, nil); !got.Equal(d("60")) {
 			t.Errorf("Spent = %s, want 60 (the later spend counts)", got)
 		}
 	})
@@ -84,7 +84,7 @@ func runCeilings(t *testing.T, open Open) {
 				t.Fatalf("Spend of one key again: %v", err)
 			}
 		}
-		if got, _ := c.Spent(k.ctx, "g", k.clk.Now(), window); !got.Equal(d("70")) {
+		if got, _ := c.Spent(k.ctx, "g", k.clk.Now(), window, nil); !got.Equal(d("70")) {
 			t.Errorf("Spent = %s, want 70", got)
 		}
 	})
@@ -115,7 +115,7 @@ func runCeilings(t *testing.T, open Open) {
 		if n := ok.Load(); n != 9 {
 			t.Errorf("%d spends of 10.00 went through under a ceiling of 95.00, want 9", n)
 		}
-		if got, _ := c.Spent(k.ctx, "g", k.clk.Now(), window); !got.Equal(d("90")) {
+		if got, _ := c.Spent(k.ctx, "g", k.clk.Now(), window, nil); !got.Equal(d("90")) {
 			t.Errorf("Spent = %s, want 90", got)
 		}
 	})
@@ -211,7 +211,7 @@ func runPrune(t *testing.T, open Open) {
 		if _, err := k.Plans.LoadPlan(k.ctx, "globex", "done"); err != nil {
 			t.Errorf("another tenant's run after Prune: %v", err)
 		}
-		if err := k.Idempotency.Resolve(k.ctx, doneClaim, store.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
+		if err := k.Idempotency.Resolve(k.ctx, doneClaim, "done", store.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
 			t.Errorf("the dropped run's claim: Resolve = %v, want ErrNoRecord", err)
 		}
 		k.expectCompleted(t, onceClaim, `"done"`)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/llm"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
 )
@@ -59,7 +60,7 @@ type service struct {
 // newService builds the executor over st, with the refund tool, a ladder that
 // lets refunds up to 50 GBP a day act, and a gate that leaves the rest to a
 // person (pending until someone decides over HTTP).
-func newService(st planexec.PlanStore, model llm.Model, refund func(context.Context, Refund) (string, error)) (*service, error) {
+func newService(st store.Store, model llm.Model, refund func(context.Context, Refund) (string, error)) (*service, error) {
 	tool, err := planexec.NewTool("refund", "Refund an order.", refund,
 		planexec.Irreversible(), planexec.KeyArguments("order"), planexec.OncePerTenant())
 	if err != nil {
@@ -272,7 +273,7 @@ func main() {
 
 // open opens the store: Postgres when dsn is given, else the SQLite file.
 func open(ctx context.Context, file, dsn string) (interface {
-	planexec.PlanStore
+	store.Store
 	Close() error
 }, error) {
 	if dsn != "" {

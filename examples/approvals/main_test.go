@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/postgres"
 )
 
@@ -46,7 +47,7 @@ func serve(t *testing.T, onPostgres bool) (*httptest.Server, *refunds) {
 	t.Helper()
 	ctx := t.Context()
 	var st interface {
-		planexec.PlanStore
+		store.Store
 		Close() error
 	}
 	var err error

@@ -48,6 +48,7 @@ import (
 	"github.com/planexec/planexec/examples/internal/trip"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/plannerapi"
+	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/postgres"
 	"github.com/planexec/planexec/store/sqlite"
 )
@@ -191,7 +192,7 @@ func run(ctx context.Context, o options, listening func(net.Addr)) error {
 // approval gate (-yes approves every request; otherwise the client decides,
 // planexec.DecideLater), and model under o.modelName. It returns the
 // executor too, for upkeep.
-func newServer(st planexec.PlanStore, model llm.Model, o options) (http.Handler, *planexec.Executor, error) {
+func newServer(st store.Store, model llm.Model, o options) (http.Handler, *planexec.Executor, error) {
 	o = o.withDefaults()
 	gate := planexec.DecideLater
 	if o.yes {
@@ -218,7 +219,7 @@ func newServer(st planexec.PlanStore, model llm.Model, o options) (http.Handler,
 // openStore opens the store: Postgres when dsn is given, else the SQLite
 // file.
 func openStore(ctx context.Context, file, dsn string) (interface {
-	planexec.PlanStore
+	store.Store
 	Close() error
 }, error) {
 	if dsn != "" {

@@ -4,17 +4,17 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
 )
 
 // decisionDoc is a decision's document: the planexec type with a version.
 type decisionDoc struct {
 	Version int `json:"version"`
-	planexec.Decision
+	store.Decision
 }
 
 // EncodeDecision renders a decision's document at DecisionVersion.
-func EncodeDecision(d planexec.Decision) ([]byte, error) {
+func EncodeDecision(d store.Decision) ([]byte, error) {
 	return encode(decisionDoc{Version: DecisionVersion, Decision: d})
 }
 
@@ -24,23 +24,23 @@ func EncodeDecision(d planexec.Decision) ([]byte, error) {
 // "granted" is Approved, its reason is Why. A record of a newer layout wraps
 // store.ErrNewerRecord; one that is not of its layout, names another
 // request, or holds a status never written wraps store.ErrCorruptRecord.
-func DecodeDecision(requestID string, column int, doc []byte) (planexec.Decision, error) {
+func DecodeDecision(requestID string, column int, doc []byte) (store.Decision, error) {
 	what := fmt.Sprintf("decision on request %q", requestID)
 	var probe json.RawMessage
 	if err := decodeDoc(what, column, DecisionVersion, doc, &probe); err != nil {
-		return planexec.Decision{}, err
+		return store.Decision{}, err
 	}
 	d, err := decodeLayouts(doc)
 	if err != nil {
-		return planexec.Decision{}, corrupt(what, err.Error())
+		return store.Decision{}, corrupt(what, err.Error())
 	}
 	if d.RequestID != requestID {
-		return planexec.Decision{}, corrupt(what, fmt.Sprintf("the record names %q", d.RequestID))
+		return store.Decision{}, corrupt(what, fmt.Sprintf("the record names %q", d.RequestID))
 	}
 	switch d.Status {
-	case planexec.Approved, planexec.Denied, planexec.Pending:
+	case store.Approved, store.Denied, store.Pending:
 	default:
-		return planexec.Decision{}, corrupt(what, fmt.Sprintf("status %q is none this package writes", d.Status))
+		return store.Decision{}, corrupt(what, fmt.Sprintf("status %q is none this package writes", d.Status))
 	}
 	return d, nil
 }
@@ -57,21 +57,21 @@ type legacyDecision struct {
 // first one, which it carries over: record_id is the request id, "granted"
 // is Approved, reason is Why. Members it does not know are ignored, as the
 // version checks decide what is readable.
-func decodeLayouts(doc []byte) (planexec.Decision, error) {
-	var d planexec.Decision
+func decodeLayouts(doc []byte) (store.Decision, error) {
+	var d store.Decision
 	if err := json.Unmarshal(doc, &d); err != nil {
-		return planexec.Decision{}, err
+		return store.Decision{}, err
 	}
 	if d.RequestID != "" {
 		return d, nil
 	}
 	var old legacyDecision
 	if err := json.Unmarshal(doc, &old); err != nil {
-		return planexec.Decision{}, err
+		return store.Decision{}, err
 	}
 	d.RequestID, d.Why = old.RecordID, old.Reason
 	if old.Status == "granted" {
-		d.Status = planexec.Approved
+		d.Status = store.Approved
 	}
 	return d, nil
 }

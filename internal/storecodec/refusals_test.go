@@ -3,6 +3,7 @@ package storecodec
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -241,7 +242,7 @@ func TestWhatARunWaitsForTheStoresCannotReadIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := DecodeWaiting("run-1", col); err != nil || len(got) != 2 || got[0] != waits[0] || got[1] != waits[1] {
+	if got, err := DecodeWaiting("run-1", col); err != nil || !reflect.DeepEqual(got, waits) {
 		t.Errorf("DecodeWaiting(EncodeWaiting) = %+v, %v", got, err)
 	}
 	if col, err := EncodeWaiting(nil); col != nil || err != nil {

@@ -21,7 +21,8 @@ func EncodeWaiting(waits []store.Wait) ([]byte, error) {
 
 // DecodeWaiting reads what EncodeWaiting wrote for run runID: nil for NULL.
 // Anything else than a JSON array of waits, each naming a step and one of a
-// request, a key or a call, wraps store.ErrCorruptRecord.
+// request, a key or a call (a call may name its key too), wraps
+// store.ErrCorruptRecord.
 func DecodeWaiting(runID string, col []byte) ([]store.Wait, error) {
 	if col == nil {
 		return nil, nil
@@ -36,7 +37,11 @@ func DecodeWaiting(runID string, col []byte) ([]store.Wait, error) {
 	}
 	for _, w := range waits {
 		named := 0
-		for _, s := range []string{w.Request, w.Key, w.Call} {
+		key := w.Key
+		if w.Call != "" {
+			key = "" // the call's own
+		}
+		for _, s := range []string{w.Request, key, w.Call} {
 			if s != "" {
 				named++
 			}

@@ -14,6 +14,6 @@ import (
 func TestTheMemoryStoreConforms(t *testing.T) {
 	storetest.Run(t, func(_ testing.TB, now func() time.Time) storetest.Stores {
 		s := memory.New(memory.WithClock(now))
-		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}
+		return storetest.Stores{Store: s}
 	})
 }

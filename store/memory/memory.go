@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -29,16 +28,16 @@ type Store struct {
 	runs      map[[2]string]*run
 	claims    map[store.Key]*claim
 	slab      []claim // claims not yet handed out: see newClaim
-	decisions map[[2]string]planexec.Decision
+	decisions map[[2]string]store.Decision
 	histories map[[2]string]*history   // each run's events, in order
 	spends    map[string][]store.Spend // by grant
 	sessions  map[[2]string]*conversation
 }
 
 var (
-	_ store.StepStore        = (*Store)(nil)
-	_ planexec.ApprovalStore = (*Store)(nil)
-	_ store.TranscriptStore  = (*Store)(nil)
+	_ store.StepStore       = (*Store)(nil)
+	_ store.ApprovalStore   = (*Store)(nil)
+	_ store.TranscriptStore = (*Store)(nil)
 )
 
 // Option configures New.
@@ -54,7 +53,7 @@ func New(opts ...Option) *Store {
 		now:       time.Now,
 		runs:      map[[2]string]*run{},
 		claims:    map[store.Key]*claim{},
-		decisions: map[[2]string]planexec.Decision{},
+		decisions: map[[2]string]store.Decision{},
 		histories: map[[2]string]*history{},
 		spends:    map[string][]store.Spend{},
 		sessions:  map[[2]string]*conversation{},
@@ -76,12 +75,15 @@ type run struct {
 	slab  []store.StepRecord // step records not yet handed out
 }
 
-// SavePlan implements planexec.PlanStore.
+// SavePlan implements store.PlanStore.
 func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{rec.Tenant, rec.RunID}
 	r, ok := s.runs[k]
+	if !ok && rec.Update {
+		return store.ErrNoRecord
+	}
 	if ok && r.rec.PlanID == rec.PlanID {
 		plan, created := r.rec.Plan, r.rec.Created
 		r.rec = *rec
@@ -102,12 +104,12 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		r.rec.Delegation = clone(rec.Delegation)
 	}
 	r.rec.Waiting = slices.Clone(rec.Waiting)
-	r.rec.Steps, r.rec.Events = nil, nil
+	r.rec.Steps, r.rec.Events, r.rec.Update = nil, nil, false
 	s.appendEvents(k, rec.Events)
 	return nil
 }
 
-// SaveStep implements planexec.PlanStore.
+// SaveStep implements store.PlanStore.
 func (s *Store) SaveStep(_ context.Context, tenant, runID string, step store.StepRecord) error {
 	step.Outcome = clone(step.Outcome)
 	s.mu.Lock()
@@ -137,7 +139,7 @@ func (r *run) saveStep(step store.StepRecord) {
 	}
 }
 
-// LoadPlan implements planexec.PlanStore.
+// LoadPlan implements store.PlanStore.
 func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*store.PlanRecord, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -158,7 +160,7 @@ func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*store.PlanRe
 	return &c, nil
 }
 
-// Forget implements planexec.PlanStore.
+// Forget implements store.PlanStore.
 func (s *Store) Forget(_ context.Context, tenant, runID string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -167,19 +169,19 @@ func (s *Store) Forget(_ context.Context, tenant, runID string) error {
 	return nil
 }
 
-// Decision implements planexec.ApprovalStore.
-func (s *Store) Decision(_ context.Context, tenant, requestID string) (planexec.Decision, error) {
+// Decision implements store.ApprovalStore.
+func (s *Store) Decision(_ context.Context, tenant, requestID string) (store.Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.decisions[[2]string{tenant, requestID}]
 	if !ok {
-		return planexec.Decision{}, store.ErrNoRecord
+		return store.Decision{}, store.ErrNoRecord
 	}
 	return d, nil
 }
 
-// SaveDecision implements planexec.ApprovalStore.
-func (s *Store) SaveDecision(_ context.Context, tenant string, d planexec.Decision) error {
+// SaveDecision implements store.ApprovalStore.
+func (s *Store) SaveDecision(_ context.Context, tenant string, d store.Decision) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{tenant, d.RequestID}
@@ -193,12 +195,11 @@ func (s *Store) SaveDecision(_ context.Context, tenant string, d planexec.Decisi
 // claim is a key's claim row, with what Prune needs to know of it.
 type claim struct {
 	store.ClaimRow
-	run       string    // the run that last took it
 	perTenant bool      // an effect once per tenant: never pruned
 	updated   time.Time // when it was last written
 }
 
-// Claim implements planexec.IdempotencyStore.
+// Claim implements store.IdempotencyStore.
 func (s *Store) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -213,7 +214,7 @@ func (s *Store) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, e
 		c = s.newClaim()
 		s.claims[req.Key] = c
 	}
-	c.run, c.perTenant, c.updated = req.RunID, req.PerTenant, now
+	c.perTenant, c.updated = req.PerTenant, now
 	return c.Take(req, now), nil
 }
 
@@ -243,7 +244,7 @@ func (s *Store) held(key store.Key, epoch int64) (*claim, error) {
 	return c, nil
 }
 
-// Extend implements planexec.IdempotencyStore.
+// Extend implements store.IdempotencyStore.
 func (s *Store) Extend(_ context.Context, key store.Key, epoch int64, lease time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -255,7 +256,7 @@ func (s *Store) Extend(_ context.Context, key store.Key, epoch int64, lease time
 	return nil
 }
 
-// Complete implements planexec.IdempotencyStore.
+// Complete implements store.IdempotencyStore.
 func (s *Store) Complete(_ context.Context, key store.Key, epoch int64, outcome json.RawMessage) error {
 	outcome = clone(outcome)
 	s.mu.Lock()
@@ -273,7 +274,7 @@ func (s *Store) complete(key store.Key, epoch int64, outcome json.RawMessage) er
 	return nil
 }
 
-// Release implements planexec.IdempotencyStore.
+// Release implements store.IdempotencyStore.
 func (s *Store) Release(_ context.Context, key store.Key, epoch int64, inDoubt bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -289,8 +290,8 @@ func (s *Store) release(key store.Key, epoch int64, inDoubt bool) error {
 	return nil
 }
 
-// Resolve implements planexec.IdempotencyStore.
-func (s *Store) Resolve(_ context.Context, key store.Key, r store.Resolution) error {
+// Resolve implements store.IdempotencyStore.
+func (s *Store) Resolve(_ context.Context, key store.Key, run string, r store.Resolution) error {
 	r.Outcome = clone(r.Outcome)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -299,7 +300,7 @@ func (s *Store) Resolve(_ context.Context, key store.Key, r store.Resolution) er
 		return store.ErrNoRecord
 	}
 	now := s.now()
-	if err := c.Resolve(r, now); err != nil {
+	if err := c.Resolve(run, r, now); err != nil {
 		return err
 	}
 	c.updated = now
@@ -408,7 +409,10 @@ func (s *Store) Events(_ context.Context, tenant, runID string, after int64, lim
 	if h == nil || after >= int64(len(h.ends)) || limit <= 0 {
 		return nil, nil
 	}
-	last := min(int64(len(h.ends)), after+int64(limit))
+	last := int64(len(h.ends))
+	if int64(limit) < last-after {
+		last = after + int64(limit)
+	}
 	out := make([]store.EventRecord, 0, last-after)
 	for i := after; i < last; i++ {
 		start := 0

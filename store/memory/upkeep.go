@@ -32,12 +32,12 @@ func (s *Store) Spend(_ context.Context, sp store.Spend, window time.Duration, c
 }
 
 // Spent implements store.CeilingStore.
-func (s *Store) Spent(_ context.Context, grant string, at time.Time, window time.Duration) (decimal.Decimal, error) {
+func (s *Store) Spent(_ context.Context, grant string, at time.Time, window time.Duration, except []string) (decimal.Decimal, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	spent := decimal.Zero
 	for _, old := range s.spends[grant] {
-		if within(old.At, at, window) {
+		if within(old.At, at, window) && !slices.Contains(except, old.Key) {
 			spent = spent.Add(old.Amount)
 		}
 	}
@@ -75,7 +75,7 @@ func (s *Store) Prune(_ context.Context, tenant string, before time.Time) (store
 			c.State == store.ClaimInDoubt || c.State == store.ClaimAcquired {
 			continue
 		}
-		if _, ok := s.runs[[2]string{tenant, c.run}]; ok {
+		if _, ok := s.runs[[2]string{tenant, c.Run}]; ok {
 			continue // its run may resume and replay it
 		}
 		delete(s.claims, key)

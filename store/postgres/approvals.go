@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
@@ -16,13 +15,13 @@ import (
 const (
 	decisionSQL = `SELECT version, decision FROM {s}.approvals WHERE tenant = $1 AND record_id = $2`
 	// saveDecisionSQL records a decision unless the row it meets must
-	// stay, in one statement: SaveDecision's rule (planexec.Decision.Keeps)
+	// stay, in one statement: SaveDecision's rule (store.Decision.Keeps)
 	// on the row's columns, judged on the row as the last writer left it
 	// and under its lock, so that of writers at once each judges the
 	// decision of the one before. The row is replaced only if this
 	// package's layout is as new as its own and it holds a pending
-	// decision, or an approval that the decision denies or defers or that
-	// has expired when the decision is made. A row whose status is none of
+	// decision, or an approval that has expired when the decision is
+	// made: the first decision stands. A row whose status is none of
 	// those (a first-layout "granted" whose document could not be read)
 	// stays too.
 	saveDecisionSQL = `INSERT INTO {s}.approvals AS a (tenant, record_id, version, status, decision, decided_at, expires)
@@ -30,14 +29,14 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, status = excluded.status,
 	decision = excluded.decision, decided_at = excluded.decided_at, expires = excluded.expires
 WHERE a.version <= excluded.version AND (a.status = 'pending'
-	OR a.status = 'approved' AND (excluded.status <> 'approved' OR a.expires <= excluded.decided_at))`
+	OR a.status = 'approved' AND a.expires <= excluded.decided_at)`
 )
 
-// Decision implements planexec.ApprovalStore. A decision written by a newer
+// Decision implements store.ApprovalStore. A decision written by a newer
 // version of this package is a *store.Error wrapping
 // store.ErrNewerRecord; one that cannot be decoded, or that holds a
 // status this package never writes, wraps store.ErrCorruptRecord.
-func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
+func (s *Store) Decision(ctx context.Context, tenant, requestID string) (store.Decision, error) {
 	const op = "decision"
 	var (
 		version int
@@ -45,19 +44,19 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	)
 	err := s.scan(ctx, s.q.decision, []any{tenant, requestID}, &version, &doc)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return planexec.Decision{}, store.ErrNoRecord
+		return store.Decision{}, store.ErrNoRecord
 	}
 	if err != nil {
-		return planexec.Decision{}, storeErr(op, err)
+		return store.Decision{}, storeErr(op, err)
 	}
 	d, err := storecodec.DecodeDecision(requestID, version, doc)
 	if err != nil {
-		return planexec.Decision{}, storeErr(op, err)
+		return store.Decision{}, storeErr(op, err)
 	}
 	return d, nil
 }
 
-// SaveDecision implements planexec.ApprovalStore. The decision recorded
+// SaveDecision implements store.ApprovalStore. The decision recorded
 // for the request is kept, and SaveDecision returns store.ErrDecided, when
 // it settles the request: a denial, or, when d approves, an approval that
 // has not expired at d.DecidedAt. Check and write are one statement
@@ -67,7 +66,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 // wrote is never replaced: that is a *store.Error wrapping
 // store.ErrNewerRecord, and a kept one that cannot be read is one wrapping
 // store.ErrCorruptRecord.
-func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
+func (s *Store) SaveDecision(ctx context.Context, tenant string, d store.Decision) error {
 	const op = "save decision"
 	doc, err := storecodec.EncodeDecision(d)
 	if err != nil {

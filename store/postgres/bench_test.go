@@ -82,7 +82,7 @@ func BenchmarkPostgresBareInsert(b *testing.B) {
 // BenchmarkPostgresConcurrentRuns runs 1,000 five-step runs at once on one
 // executor over a fresh schema.
 func BenchmarkPostgresConcurrentRuns(b *testing.B) {
-	storetest.ConcurrentRuns(b, 1000, func(b *testing.B) planexec.PlanStore {
+	storetest.ConcurrentRuns(b, 1000, func(b *testing.B) store.Store {
 		s, _ := newStore(b)
 		return s
 	})

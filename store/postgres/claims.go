@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
@@ -35,7 +34,7 @@ RETURNING c.epoch, c.lease_expires`
 
 // heldSQL reads a key the caller could not take or resolve, with the time
 // its lease is judged by. Parameters: tenant, key, clock.
-const heldSQL = `SELECT state, epoch, holder, lease_expires, outcome, version, coalesce($3::timestamptz, now())
+const heldSQL = `SELECT state, epoch, holder, lease_expires, outcome, version, coalesce($3::timestamptz, now()), run_id
 FROM {s}.claims WHERE tenant = $1 AND key = $2`
 
 // The fenced writes change a claim only while the caller's epoch holds it.
@@ -62,7 +61,7 @@ func fencedSQL(set string) string {
 const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
 	state = CASE WHEN $3::boolean THEN 'completed' ELSE 'free' END,
 	outcome = CASE WHEN $3::boolean THEN $4::bytea END, version = $6, updated = coalesce($5::timestamptz, now())
-WHERE tenant = $1 AND key = $2 AND state IN ('free', 'acquired', 'in_doubt') AND version BETWEEN 1 AND $6
+WHERE tenant = $1 AND key = $2 AND run_id = $7 AND state IN ('free', 'acquired', 'in_doubt') AND version BETWEEN 1 AND $6
 	AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
 
 // claimExistsSQL tells, after a write that did not apply, a key nobody
@@ -73,7 +72,7 @@ const claimExistsSQL = `SELECT EXISTS (SELECT 1 FROM {s}.claims WHERE tenant = $
 // between its two statements.
 const claimAttempts = 8
 
-// Claim implements planexec.IdempotencyStore. Acquiring a key takes one
+// Claim implements store.IdempotencyStore. Acquiring a key takes one
 // round trip; finding it taken, two.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	const op = "claim"
@@ -113,7 +112,7 @@ func (s *Store) held(ctx context.Context, key store.Key, now any) (store.ClaimRo
 		c           store.ClaimRow
 		expires, at pgtype.Timestamptz
 	)
-	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.State, &c.Epoch, &c.Holder, &expires, &r.Outcome, &r.Version, &at)
+	err := s.scan(ctx, s.q.held, []any{key.Tenant, key.Digest, now}, &r.State, &c.Epoch, &c.Holder, &expires, &r.Outcome, &r.Version, &at, &c.Run)
 	if err != nil {
 		return c, at.Time, err
 	}
@@ -122,25 +121,25 @@ func (s *Store) held(ctx context.Context, key store.Key, now any) (store.ClaimRo
 	return c, at.Time, err
 }
 
-// Extend implements planexec.IdempotencyStore.
-func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+// Extend implements store.IdempotencyStore.
+func (s *Store) Extend(ctx context.Context, key store.Key, epoch int64, lease time.Duration) error {
 	return s.fencedWrite(ctx, "extend", s.q.extend, key, epoch, micros(lease), s.now())
 }
 
-// Complete implements planexec.IdempotencyStore.
-func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+// Complete implements store.IdempotencyStore.
+func (s *Store) Complete(ctx context.Context, key store.Key, epoch int64, outcome json.RawMessage) error {
 	return s.fencedWrite(ctx, "complete", s.q.complete, key, epoch, storecodec.EncodeOutcome(outcome), s.now())
 }
 
-// Release implements planexec.IdempotencyStore.
-func (s *Store) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+// Release implements store.IdempotencyStore.
+func (s *Store) Release(ctx context.Context, key store.Key, epoch int64, inDoubt bool) error {
 	return s.fencedWrite(ctx, "release", s.q.release, key, epoch, inDoubt, s.now())
 }
 
 // fencedWrite runs a fenced write. When it does not apply, it says why:
 // ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
 // holds the key (epochs only go up, so it never will again).
-func (s *Store) fencedWrite(ctx context.Context, op, sql string, key planexec.Key, epoch int64, args ...any) error {
+func (s *Store) fencedWrite(ctx context.Context, op, sql string, key store.Key, epoch int64, args ...any) error {
 	tag, err := s.exec(ctx, sql, append([]any{key.Tenant, key.Digest, epoch}, args...)...)
 	switch {
 	case err != nil:
@@ -156,39 +155,42 @@ func (s *Store) fencedWrite(ctx context.Context, op, sql string, key planexec.Ke
 	return store.ErrNoRecord
 }
 
-// Resolve implements planexec.IdempotencyStore.
-func (s *Store) Resolve(ctx context.Context, key planexec.Key, r planexec.Resolution) error {
+// Resolve implements store.IdempotencyStore.
+func (s *Store) Resolve(ctx context.Context, key store.Key, run string, r store.Resolution) error {
 	const op = "resolve"
 	var outcome []byte
 	if r.Applied {
 		outcome = storecodec.EncodeOutcome(r.Outcome)
 	}
 	now := s.now()
-	tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, now, storecodec.ClaimVersion)
-	switch {
-	case err != nil:
-		return storeErr(op, err)
-	case tag.RowsAffected() == 1:
-		return nil
+	for range claimAttempts {
+		tag, err := s.exec(ctx, s.q.resolve, key.Tenant, key.Digest, r.Applied, outcome, now, storecodec.ClaimVersion, run)
+		switch {
+		case err != nil:
+			return storeErr(op, err)
+		case tag.RowsAffected() == 1:
+			return nil
+		}
+		// Why not: no such key, another run's, a row this package cannot
+		// read, a completed key, or a live holder: what the claim machine
+		// says of the row as it is read now. A row it would settle changed
+		// between the two statements (a first claim committed, a holder let
+		// it go): try again.
+		row, at, err := s.held(ctx, key, now)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return store.ErrNoRecord
+		case err != nil:
+			return storeErr(op, err)
+		}
+		if err := row.Resolve(run, r, at); err != nil {
+			return err
+		}
 	}
-	// Why not: no such key, a row this package cannot read, a completed
-	// key, or a live holder: what the claim machine says of the row.
-	row, at, err := s.held(ctx, key, now)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return store.ErrNoRecord
-	case err != nil:
-		return storeErr(op, err)
-	}
-	if err := row.Resolve(r, at); err != nil {
-		return err
-	}
-	// The row changed between the two statements (its holder let it go):
-	// it is a live holder's no more, but was when the update ran.
-	return store.ErrInFlight
+	return storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", key.Digest, claimAttempts))
 }
 
-func (s *Store) claimExists(ctx context.Context, key planexec.Key) (bool, error) {
+func (s *Store) claimExists(ctx context.Context, key store.Key) (bool, error) {
 	var exists bool
 	err := s.scan(ctx, s.q.claimExists, []any{key.Tenant, key.Digest}, &exists)
 	return exists, err

@@ -73,7 +73,7 @@ func TestClaimsBehaveAsTheMemoryStoreDoesUnderRandomOperations(t *testing.T) {
 			k, _ := pick()
 			r := planexec.Resolution{Applied: rng.IntN(2) == 0, Outcome: json.RawMessage(fmt.Sprintf(`"resolved %d"`, i))}
 			what = fmt.Sprintf("Resolve(%v, %v)", k, r.Applied)
-			memErr, pgErr = mem.Resolve(ctx, k, r), pg.Resolve(ctx, k, r)
+			memErr, pgErr = mem.Resolve(ctx, k, "run", r), pg.Resolve(ctx, k, "run", r)
 		case 6:
 			d := time.Duration(rng.IntN(1500)) * time.Millisecond
 			clk.Advance(d)

@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 	sharedPool(t) // skip (or fail under CI) before the suite starts
 	storetest.Run(t, func(t testing.TB, now func() time.Time) storetest.Stores {
 		s, schema := newStore(t, postgres.WithClock(now))
-		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s, Tamper: tamper{t, schema}}
+		return storetest.Stores{Store: s, Tamper: tamper{t, schema}}
 	})
 }
 

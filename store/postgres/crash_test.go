@@ -71,7 +71,7 @@ func crashDurable(t *testing.T) storetest.Durable {
 		if _, err := pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+e.table+" (run text, step text, n integer NOT NULL, PRIMARY KEY (run, step))"); err != nil {
 			t.Fatalf("creating the effects table: %v", err)
 		}
-		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}, e
+		return storetest.Stores{Store: s}, e
 	}
 	return storetest.Durable{Open: open}
 }

@@ -19,7 +19,7 @@
 // The one value keeps plans, claims, decisions and histories: it is a
 // [store.StepStore], so the executor writes a step's completion, its record
 // and its events in one statement and there is never one without the
-// others; a [planexec.ApprovalStore], so decisions are kept in the same
+// others; a [store.ApprovalStore], so decisions are kept in the same
 // database and a resume on any replica never asks a person twice; a
 // [store.EventStore], so any replica reads a run's history; and a
 // [store.RunLister], so any replica lists a tenant's runs by status; a

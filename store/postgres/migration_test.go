@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -258,7 +259,7 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	}{
 		{"an approval over an approval that never expires", approval("r1", created.Add(time.Hour)), store.ErrDecided},
 		{"an approval over one of the first layout", approval("r-first", created.Add(time.Hour)), store.ErrDecided},
-		{"a denial withdrawing it", planexec.Decision{RequestID: "r-first", Status: planexec.Denied, Approver: "eve", DecidedAt: created.Add(time.Hour)}, nil},
+		{"a denial after it (the first decision stands)", planexec.Decision{RequestID: "r-first", Status: planexec.Denied, Approver: "eve", DecidedAt: created.Add(time.Hour)}, store.ErrDecided},
 		{"an approval over that denial", approval("r-first", created.Add(2*time.Hour)), store.ErrDecided},
 		{"an approval a nanosecond before the approval expires", approval("r-expiring", expires.Add(-time.Nanosecond)), store.ErrDecided},
 		{"an approval when it expires", approval("r-expiring", expires), nil},
@@ -268,7 +269,7 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: Decision before: %v", c.what, err)
 		}
-		if err := s.SaveDecision(ctx, "acme", c.next); err != c.want {
+		if err := s.SaveDecision(ctx, "acme", c.next); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
 			t.Errorf("%s: SaveDecision = %v, want %v", c.what, err, c.want)
 		}
 		want := before
@@ -335,7 +336,7 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 		t.Fatalf("SavePlan of the migrated run: %v", err)
 	}
 	again, err := s.LoadPlan(ctx, "acme", "run-1")
-	if err != nil || again.Status != store.RunAwaitingApproval || len(again.Steps) != 2 || len(again.Waiting) != 1 || again.Waiting[0] != rec.Waiting[0] ||
+	if err != nil || again.Status != store.RunAwaitingApproval || len(again.Steps) != 2 || len(again.Waiting) != 1 || !reflect.DeepEqual(again.Waiting[0], rec.Waiting[0]) ||
 		string(again.Delegation) != string(rec.Delegation) || !again.Created.Equal(created) || again.Holder != "" {
 		t.Errorf("after saving again: %+v, %v", again, err)
 	}

@@ -107,9 +107,10 @@ const whyNotSQL = `SELECT (SELECT epoch = $3 AND state = 'acquired' FROM {s}.cla
 // it missed appeared meanwhile.
 const jointAttempts = 3
 
-// SavePlan implements planexec.PlanStore. Rewriting the same plan keeps its
+// SavePlan implements store.PlanStore. Rewriting the same plan keeps its
 // creation time and its steps; a new plan id drops the steps of the old one,
-// in the same transaction. What the run waits for, its delegation, its
+// in the same transaction; a record to update (rec.Update) that is gone is
+// ErrNoRecord. What the run waits for, its delegation, its
 // holder and the holder's lease are written as they are given, each NULL
 // for none (an empty holder, a zero lease).
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
@@ -134,6 +135,8 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		)
 		err := tx.QueryRow(ctx, s.q.lockPlan, c.Tenant, c.RunID).Scan(&oldPlan, &oldColumn, &oldDoc)
 		switch {
+		case errors.Is(err, pgx.ErrNoRows) && c.Update:
+			return store.ErrNoRecord // read or written before, and dropped since: never written back
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
 			return err
@@ -171,7 +174,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	return nil
 }
 
-// SaveStep implements planexec.PlanStore. A run with no plan is ErrNoRecord.
+// SaveStep implements store.PlanStore. A run with no plan is ErrNoRecord.
 func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step store.StepRecord) error {
 	const op = "save step"
 	doc, err := storecodec.EncodeStep(step)
@@ -244,7 +247,7 @@ func (s *Store) jointWrite(ctx context.Context, op, sql string, w *store.StepWri
 	return store.ErrNoRecord
 }
 
-// LoadPlan implements planexec.PlanStore. A record written by a newer
+// LoadPlan implements store.PlanStore. A record written by a newer
 // version of this package is a *store.Error wrapping
 // store.ErrNewerRecord; one that cannot be decoded, that holds a status
 // this package never writes (in its document or its status column), or
@@ -304,7 +307,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	return rec, nil
 }
 
-// Forget implements planexec.PlanStore, dropping the plan, its steps and
+// Forget implements store.PlanStore, dropping the plan, its steps and
 // the run's history in one transaction. The run's idempotency claims stay:
 // they are what keeps its effects from being done twice. A run appended to
 // after Forget starts a history anew, from 1.

@@ -253,7 +253,7 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	if old, err = zombie.Claim(ctx, req); err != nil || old.State != store.ClaimAcquired {
 		t.Fatalf("zombie's claim: %+v, %v", old, err)
 	}
-	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"too soon"`)}); !errors.Is(err, store.ErrInFlight) {
+	if err := live.Resolve(ctx, key, run, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"too soon"`)}); !errors.Is(err, store.ErrInFlight) {
 		t.Errorf("resolving a live claim: %v, want ErrInFlight", err)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -261,7 +261,7 @@ func TestAZombieHoldersLateWriteIsFencedAndChangesNothing(t *testing.T) {
 	if c, err := live.Claim(ctx, req); err != nil || c.State != store.ClaimInDoubt || c.Holder != "zombie" {
 		t.Fatalf("an irreversible step whose holder vanished: %+v, %v; want in doubt, held by the zombie", c, err)
 	}
-	if err := live.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"checked"`)}); err != nil {
+	if err := live.Resolve(ctx, key, run, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`"checked"`)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := zombie.CompleteStep(ctx, &store.StepWrite{Key: key, Epoch: old.Epoch, RunID: run, Outcome: json.RawMessage(`"zombie"`), Record: stepRec("s01", `"zombie"`), Events: zombieEvents}); !errors.Is(err, store.ErrFenced) {

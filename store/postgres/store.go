@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -10,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -20,8 +20,8 @@ const DefaultSchema = "planexec"
 
 // Store keeps plans, step results, idempotency claims, approval decisions,
 // runs' histories, what windowed grants spent and conversations in
-// PostgreSQL. It implements [planexec.PlanStore], [store.StepStore],
-// [planexec.IdempotencyStore], [planexec.ApprovalStore], [store.EventStore],
+// PostgreSQL. It implements [store.PlanStore], [store.StepStore],
+// [store.IdempotencyStore], [store.ApprovalStore], [store.EventStore],
 // [store.RunLister], [store.CeilingStore], [store.Pruner],
 // [store.Recoverer] and [store.TranscriptStore]. It is safe for concurrent use, and any number of
 // Stores, in one process or many, may share a schema.
@@ -35,15 +35,13 @@ type Store struct {
 }
 
 var (
-	_ planexec.PlanStore        = (*Store)(nil)
-	_ planexec.IdempotencyStore = (*Store)(nil)
-	_ planexec.ApprovalStore    = (*Store)(nil)
-	_ store.StepStore           = (*Store)(nil)
-	_ store.EventStore          = (*Store)(nil)
-	_ store.RunLister           = (*Store)(nil)
-	_ store.CeilingStore        = (*Store)(nil)
-	_ store.Pruner              = (*Store)(nil)
-	_ store.Recoverer           = (*Store)(nil)
+	_ store.Store        = (*Store)(nil)
+	_ store.StepStore    = (*Store)(nil)
+	_ store.EventStore   = (*Store)(nil)
+	_ store.RunLister    = (*Store)(nil)
+	_ store.CeilingStore = (*Store)(nil)
+	_ store.Pruner       = (*Store)(nil)
+	_ store.Recoverer    = (*Store)(nil)
 )
 
 // Option configures a Store.
@@ -93,7 +91,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 // store.ErrNewerRecord.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
-		return nil, &planexec.ConfigurationError{Why: "postgres store: a nil connection pool"}
+		return nil, &store.Error{Store: "postgres", Op: "open", Err: errors.New("a nil connection pool")}
 	}
 	o := options{schema: DefaultSchema}
 	for _, opt := range opts {
@@ -122,12 +120,12 @@ func (s *Store) Close() error {
 func checkSchemaName(name string) error {
 	switch {
 	case name == "":
-		return &planexec.ConfigurationError{Why: "postgres store: an empty schema name"}
+		return &store.Error{Store: "postgres", Op: "open", Err: errors.New("an empty schema name")}
 	case len(name) > 63:
 		// PostgreSQL would silently cut it, and two long names could meet.
-		return &planexec.ConfigurationError{Why: fmt.Sprintf("postgres store: schema name %.20q… is longer than 63 bytes", name)}
+		return &store.Error{Store: "postgres", Op: "open", Err: fmt.Errorf("schema name %.20q… is longer than 63 bytes", name)}
 	case strings.ContainsRune(name, 0):
-		return &planexec.ConfigurationError{Why: "postgres store: a schema name with a NUL byte"}
+		return &store.Error{Store: "postgres", Op: "open", Err: errors.New("a schema name with a NUL byte")}
 	}
 	return nil
 }

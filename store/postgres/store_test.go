@@ -17,10 +17,7 @@ import (
 	"github.com/planexec/planexec/store/postgres"
 )
 
-var _ interface {
-	store.StepStore
-	planexec.ApprovalStore
-} = (*postgres.Store)(nil)
+var _ store.Store = (*postgres.Store)(nil)
 
 func plan(id string, steps ...string) planexec.Plan {
 	p := planexec.Plan{ID: id, Goal: "test", Revision: 1}
@@ -40,8 +37,9 @@ func planDoc(p planexec.Plan) json.RawMessage {
 }
 
 func record(tenant, run string, p planexec.Plan, created time.Time) *store.PlanRecord {
+	d, _ := json.Marshal(planexec.Delegation{RunID: run, Tenant: tenant})
 	return &store.PlanRecord{Version: store.RecordVersion, Tenant: tenant, RunID: run, PlanID: p.ID, Plan: planDoc(p),
-		Status: store.RunRunning, Created: created, Updated: created}
+		Status: store.RunRunning, Delegation: d, Created: created, Updated: created}
 }
 
 func done(id, planID string, at time.Time) store.StepRecord {
@@ -207,7 +205,7 @@ func TestOneTenantNeverSeesAnothersRecords(t *testing.T) {
 		t.Errorf("Decision of another tenant: %v, want ErrNoRecord", err)
 	}
 	theirs := planexec.Key{Tenant: "globex", Digest: "k"}
-	if err := s.Resolve(ctx, theirs, planexec.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
+	if err := s.Resolve(ctx, theirs, "run-1", planexec.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("Resolve of another tenant's key: %v, want ErrNoRecord", err)
 	}
 	if c, err := s.Claim(ctx, store.ClaimRequest{Key: theirs, Holder: "globex", Lease: time.Minute}); err != nil || c.State != store.ClaimAcquired {
@@ -234,12 +232,21 @@ func TestADecisionIsKeptAndReplaced(t *testing.T) {
 	if err != nil || got.Status != d.Status || got.Approver != "ana" || !got.DecidedAt.Equal(at) || !got.Expires.Equal(d.Expires) {
 		t.Fatalf("Decision = %+v, %v", got, err)
 	}
+	// The first decision stands until it expires: a change of mind is
+	// refused, and one made after the approval expired replaces it.
 	d.Status, d.Why = planexec.Denied, "changed my mind"
+	if err := s.SaveDecision(ctx, "acme", d); !errors.Is(err, store.ErrDecided) {
+		t.Fatalf("a denial after a live approval: %v, want ErrDecided", err)
+	}
+	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.Approved {
+		t.Errorf("after a refused change of mind: %+v", got)
+	}
+	d.DecidedAt = d.Expires.Add(time.Microsecond)
 	if err := s.SaveDecision(ctx, "acme", d); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = s.Decision(ctx, "acme", "r1"); err != nil || got.Status != planexec.Denied || got.Why != d.Why {
-		t.Fatalf("replaced Decision = %+v, %v", got, err)
+	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.Denied || got.Why != "changed my mind" {
+		t.Errorf("after replacing the expired approval: %+v", got)
 	}
 	if _, err := s.Decision(ctx, "acme", "r2"); !errors.Is(err, store.ErrNoRecord) {
 		t.Fatalf("an unknown record: %v, want ErrNoRecord", err)
@@ -428,7 +435,7 @@ func TestReplicasStartingAtOnceMigrateTheSchemaOnce(t *testing.T) {
 	}
 }
 
-func TestABadSchemaNameIsAConfigurationError(t *testing.T) {
+func TestABadSchemaNameIsAStoreError(t *testing.T) {
 	t.Parallel()
 	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none") // connects lazily: never here
 	if err != nil {
@@ -436,9 +443,9 @@ func TestABadSchemaNameIsAConfigurationError(t *testing.T) {
 	}
 	defer pool.Close()
 	for _, name := range []string{"", string(make([]byte, 64))} {
-		var ce *planexec.ConfigurationError
-		if _, err := postgres.New(context.Background(), pool, postgres.WithSchema(name)); !errors.As(err, &ce) {
-			t.Errorf("schema %q: %v, want a *planexec.ConfigurationError", name, err)
+		var se *store.Error
+		if _, err := postgres.New(context.Background(), pool, postgres.WithSchema(name)); !errors.As(err, &se) || se.Op != "open" {
+			t.Errorf("schema %q: %v, want a *store.Error opening the store", name, err)
 		}
 	}
 }

@@ -41,7 +41,7 @@ ON CONFLICT (grant_id) DO UPDATE SET grant_id = excluded.grant_id`
 )
 SELECT EXISTS (SELECT 1 FROM prior), EXISTS (SELECT 1 FROM recorded)`
 	// spentSQL sums what grant $1 spent after $2, as text: exact.
-	spentSQL = `SELECT coalesce(sum(amount), 0)::text FROM {s}.spends WHERE grant_id = $1 AND spent_at > $2`
+	spentSQL = `SELECT coalesce(sum(amount), 0)::text FROM {s}.spends WHERE grant_id = $1 AND spent_at > $2 AND key <> ALL($3::text[])`
 )
 
 // Spend implements store.CeilingStore: the check and the record are one
@@ -72,10 +72,13 @@ func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration,
 }
 
 // Spent implements store.CeilingStore.
-func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window time.Duration) (decimal.Decimal, error) {
+func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window time.Duration, except []string) (decimal.Decimal, error) {
 	const op = "spent"
 	var sum string
-	if err := s.scan(ctx, s.q.spent, []any{grant, at.Add(-window)}, &sum); err != nil {
+	if except == nil {
+		except = []string{}
+	}
+	if err := s.scan(ctx, s.q.spent, []any{grant, at.Add(-window), except}, &sum); err != nil {
 		return decimal.Zero, storeErr(op, err)
 	}
 	d, err := decimal.NewFromString(sum)

@@ -84,7 +84,7 @@ func TestReplicasSpendingAtOnceNeverPassTheCeilingTogether(t *testing.T) {
 	if through.Load() != 10 || refused.Load() != replicas*spendersEach-10 {
 		t.Errorf("%d spends of 0.10 went through and %d were refused under a ceiling of 1.00; want 10 and %d", through.Load(), refused.Load(), replicas*spendersEach-10)
 	}
-	if got, err := stores[0].Spent(ctx, "g-refunds", at.Add(window-time.Microsecond), window); err != nil || !got.Equal(d("1.00")) {
+	if got, err := stores[0].Spent(ctx, "g-refunds", at.Add(window-time.Microsecond), window, nil); err != nil || !got.Equal(d("1.00")) {
 		t.Errorf("Spent = %s, %v; want 1.00", got, err)
 	}
 	if n := count(t, schema, "SELECT count(*) FROM spends WHERE grant_id = 'g-refunds' AND tenant = 'acme'"); n != 10 {
@@ -115,7 +115,7 @@ func TestReplicasSpendingAtOnceNeverPassTheCeilingTogether(t *testing.T) {
 	if through.Load() != replicas*3 {
 		t.Errorf("%d of %d spends of one step succeeded, want every one", through.Load(), replicas*3)
 	}
-	if got, err := stores[1].Spent(ctx, "g-refunds", later, window); err != nil || !got.Equal(d("0.70")) {
+	if got, err := stores[1].Spent(ctx, "g-refunds", later, window, nil); err != nil || !got.Equal(d("0.70")) {
 		t.Errorf("Spent a window later = %s, %v; want the step's 0.70, once", got, err)
 	}
 	if n := count(t, schema, "SELECT count(*) FROM spends WHERE key = 'k-resumed'"); n != 1 {

@@ -106,7 +106,7 @@ func BenchmarkSQLiteConcurrentRuns(b *testing.B) {
 		opts []sqlite.Option
 	}{{"full sync", nil}, {"relaxed sync", []sqlite.Option{sqlite.WithRelaxedSync()}}} {
 		b.Run(c.name, func(b *testing.B) {
-			storetest.ConcurrentRuns(b, 1000, func(b *testing.B) planexec.PlanStore {
+			storetest.ConcurrentRuns(b, 1000, func(b *testing.B) store.Store {
 				s, _ := openNew(b, c.opts...)
 				return s
 			})
@@ -253,7 +253,7 @@ func BenchmarkSpend(b *testing.B) {
 				b.StopTimer()
 				reportMicros(b, "µs/spend")
 				at := base.Add(time.Duration(b.N-1) * time.Second)
-				if got, err := s.Spent(ctx, "g-refunds", at, window); err != nil || !got.Equal(amount.Mul(decimal.NewFromInt(int64(min(b.N, inWindow))))) {
+				if got, err := s.Spent(ctx, "g-refunds", at, window, nil); err != nil || !got.Equal(amount.Mul(decimal.NewFromInt(int64(min(b.N, inWindow))))) {
 					b.Fatalf("Spent = %s, %v", got, err)
 				}
 			})

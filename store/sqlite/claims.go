@@ -7,12 +7,11 @@ import (
 	"errors"
 	"time"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
 
-// Claim implements planexec.IdempotencyStore. A key nobody claimed is taken
+// Claim implements store.IdempotencyStore. A key nobody claimed is taken
 // by one insert; any other goes through a transaction that reads the row
 // under the write lock (claimRow). The row records whether the effect is
 // once per tenant, and when it was written, for Prune.
@@ -79,7 +78,7 @@ func readClaim(ctx context.Context, tx on, key store.Key) (store.ClaimRow, error
 		lease  sql.NullInt64 // Unix nanoseconds
 		isNull bool
 	)
-	err := tx.row(ctx, qClaimGet, key.Tenant, key.Digest).Scan(&r.State, &c.Epoch, &c.Holder, &lease, &r.Outcome, &isNull, &r.Version)
+	err := tx.row(ctx, qClaimGet, key.Tenant, key.Digest).Scan(&r.State, &c.Epoch, &c.Holder, &lease, &r.Outcome, &isNull, &r.Version, &c.Run)
 	if err != nil {
 		return c, err
 	}
@@ -96,7 +95,7 @@ func readClaim(ctx context.Context, tx on, key store.Key) (store.ClaimRow, error
 // with no row, ErrFenced otherwise. Prune deletes no row a holder holds, so
 // a key whose row went away in between was not the caller's any more
 // either way.
-func held(ctx context.Context, o on, q string, key planexec.Key, epoch int64, args ...any) error {
+func held(ctx context.Context, o on, q string, key store.Key, epoch int64, args ...any) error {
 	return fenced(ctx, o, q, append(args, key.Tenant, key.Digest, epoch), qClaimExists, key.Tenant, key.Digest)
 }
 
@@ -120,19 +119,19 @@ func fenced(ctx context.Context, o on, q string, args []any, exists string, key 
 	return store.ErrFenced
 }
 
-// Extend implements planexec.IdempotencyStore.
-func (s *Store) Extend(ctx context.Context, key planexec.Key, epoch int64, lease time.Duration) error {
+// Extend implements store.IdempotencyStore.
+func (s *Store) Extend(ctx context.Context, key store.Key, epoch int64, lease time.Duration) error {
 	now := s.now()
 	return fail("extend", held(ctx, on{s.ws, nil}, qClaimExtend, key, epoch, nanos(now.Add(lease)), instant(now)))
 }
 
-// Complete implements planexec.IdempotencyStore.
-func (s *Store) Complete(ctx context.Context, key planexec.Key, epoch int64, outcome json.RawMessage) error {
+// Complete implements store.IdempotencyStore.
+func (s *Store) Complete(ctx context.Context, key store.Key, epoch int64, outcome json.RawMessage) error {
 	return fail("complete", held(ctx, on{s.ws, nil}, qClaimComplete, key, epoch, storecodec.EncodeOutcome(outcome), instant(s.now())))
 }
 
-// Release implements planexec.IdempotencyStore.
-func (s *Store) Release(ctx context.Context, key planexec.Key, epoch int64, inDoubt bool) error {
+// Release implements store.IdempotencyStore.
+func (s *Store) Release(ctx context.Context, key store.Key, epoch int64, inDoubt bool) error {
 	return fail("release", held(ctx, on{s.ws, nil}, qClaimRelease, key, epoch, released(inDoubt), instant(s.now())))
 }
 
@@ -143,8 +142,8 @@ func released(inDoubt bool) string {
 	return storecodec.StateFree
 }
 
-// Resolve implements planexec.IdempotencyStore.
-func (s *Store) Resolve(ctx context.Context, key store.Key, r store.Resolution) error {
+// Resolve implements store.IdempotencyStore.
+func (s *Store) Resolve(ctx context.Context, key store.Key, run string, r store.Resolution) error {
 	return s.write(ctx, "resolve", func(tx on) error {
 		row, err := readClaim(ctx, tx, key)
 		switch {
@@ -154,7 +153,7 @@ func (s *Store) Resolve(ctx context.Context, key store.Key, r store.Resolution) 
 			return err
 		}
 		now := s.now()
-		if err := row.Resolve(r, now); err != nil {
+		if err := row.Resolve(run, r, now); err != nil {
 			return err
 		}
 		state, outcome := storecodec.StateFree, []byte(nil)

@@ -19,7 +19,7 @@ func TestTheStoreConforms(t *testing.T) {
 		s, path := openNew(t, sqlite.WithClock(now))
 		db := rawDB(t, path)
 		db.SetMaxOpenConns(1) // so a PRAGMA holds for the statements after it
-		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s, Tamper: tamper{db}}
+		return storetest.Stores{Store: s, Tamper: tamper{db}}
 	})
 }
 
@@ -173,6 +173,6 @@ func crashDurable(t *testing.T) storetest.Durable {
 	}
 	return storetest.Durable{Open: func(t testing.TB) (storetest.Stores, storetest.Effects) {
 		s := openAt(t, path)
-		return storetest.Stores{Plans: s, Idempotency: s, Approvals: s}, openEffects(t, path)
+		return storetest.Stores{Store: s}, openEffects(t, path)
 	}}
 }

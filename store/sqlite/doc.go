@@ -19,7 +19,7 @@
 // The one value keeps plans, claims, decisions and histories: it is a
 // [store.StepStore], so the executor completes a step's claim, writes its
 // record and appends its events in one transaction and there is no moment
-// when one is on disk and the others are not; a [planexec.ApprovalStore],
+// when one is on disk and the others are not; a [store.ApprovalStore],
 // so decisions recorded with Run.Decide are kept in the same file and a
 // resume never asks a person twice; a [store.EventStore], so a run's
 // history can be read from any process that opens the file; a

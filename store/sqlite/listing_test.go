@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
 	"github.com/planexec/planexec/store/sqlite"
@@ -116,7 +116,7 @@ func TestListingPagesAsTheMemoryStoreDoes(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 11))
 			ref := memory.New()
 			got, _ := openNew(t)
-			stores := []planexec.PlanStore{ref, got}
+			stores := []store.PlanStore{ref, got}
 			base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 			instant := func() time.Time {
 				if rng.IntN(8) == 0 {
@@ -186,7 +186,7 @@ func listEverything(t *testing.T, l store.RunLister, tenant string, statuses []s
 }
 
 func sameSummary(a, b store.RunSummary) bool {
-	return a.RunID == b.RunID && a.PlanID == b.PlanID && a.Status == b.Status && slices.Equal(a.Waiting, b.Waiting) &&
+	return a.RunID == b.RunID && a.PlanID == b.PlanID && a.Status == b.Status && reflect.DeepEqual(a.Waiting, b.Waiting) &&
 		a.Created.Equal(b.Created) && a.Updated.Equal(b.Updated)
 }
 
@@ -310,7 +310,7 @@ func TestWaitsAndDelegationAreColumnsNULLWhenNone(t *testing.T) {
 		t.Errorf("columns waiting %+v, delegation %+v", w, d)
 	}
 	got, err := s.LoadPlan(ctx, "acme", "run-1")
-	if err != nil || string(got.Delegation) != delegation || !slices.Equal(got.Waiting, rec.Waiting) {
+	if err != nil || string(got.Delegation) != delegation || !reflect.DeepEqual(got.Waiting, rec.Waiting) {
 		t.Fatalf("LoadPlan = %+v, %v", got, err)
 	}
 	rec.Status, rec.Waiting, rec.Delegation = store.RunCompleted, nil, nil

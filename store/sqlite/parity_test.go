@@ -85,7 +85,7 @@ func TestClaimsBehaveAsTheInMemoryStoresOverRandomSequences(t *testing.T) {
 				case 5:
 					r := planexec.Resolution{Applied: rng.IntN(2) == 0, Outcome: json.RawMessage(fmt.Sprintf(`"r%d"`, i))}
 					op = fmt.Sprintf("Resolve(%v, %+v)", k, r)
-					e1, e2 = ref.Resolve(ctx, k, r), got.Resolve(ctx, k, r)
+					e1, e2 = ref.Resolve(ctx, k, "run", r), got.Resolve(ctx, k, "run", r)
 				case 6:
 					d := []time.Duration{0, 30 * time.Second, 90 * time.Second}[rng.IntN(3)]
 					op = fmt.Sprintf("Advance(%v)", d)

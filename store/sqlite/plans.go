@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
 )
 
-// SavePlan implements planexec.PlanStore. A plan id other than the stored
-// one drops the run's step records in the same transaction. The record is
+// SavePlan implements store.PlanStore. A plan id other than the stored
+// one drops the run's step records in the same transaction; a record to
+// update (rec.Update) that is gone is ErrNoRecord. The record is
 // written at store.RecordVersion; a stored record of a newer version
 // (in its row or its document) is not overwritten (ErrNewerRecord). What
 // the run waits for and its delegation are columns of the run's row, NULL
@@ -93,6 +93,8 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) er
 	)
 	err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated)
 	switch {
+	case errors.Is(err, sql.ErrNoRows) && rec.Update:
+		return store.ErrNoRecord // read or written before, and dropped since: never written back
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return err
@@ -111,7 +113,7 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) er
 	return err
 }
 
-// SaveStep implements planexec.PlanStore. A run with no plan record is
+// SaveStep implements store.PlanStore. A run with no plan record is
 // ErrNoRecord.
 func (s *Store) SaveStep(ctx context.Context, tenant, runID string, step store.StepRecord) error {
 	const op = "save step"
@@ -136,7 +138,7 @@ func saveStep(ctx context.Context, tx on, tenant, runID string, step store.StepR
 	return err
 }
 
-// LoadPlan implements planexec.PlanStore. It reads the plan and its steps in
+// LoadPlan implements store.PlanStore. It reads the plan and its steps in
 // one snapshot. A record of a newer version is a *store.Error
 // wrapping store.ErrNewerRecord; one that cannot be decoded, or that
 // holds a status this package never writes, wraps store.ErrCorruptRecord.
@@ -199,7 +201,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	return rec, nil
 }
 
-// Forget implements planexec.PlanStore. The run's history goes with it,
+// Forget implements store.PlanStore. The run's history goes with it,
 // whether or not the run has a plan record.
 func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 	return s.write(ctx, "forget", func(tx on) error {
@@ -214,11 +216,11 @@ func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 	})
 }
 
-// Decision implements planexec.ApprovalStore. A decision written by a newer
+// Decision implements store.ApprovalStore. A decision written by a newer
 // version of this package is a *store.Error wrapping
 // store.ErrNewerRecord; one that cannot be decoded, or that holds a
 // status this package never writes, wraps store.ErrCorruptRecord.
-func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexec.Decision, error) {
+func (s *Store) Decision(ctx context.Context, tenant, requestID string) (store.Decision, error) {
 	const op = "decision"
 	var (
 		version int
@@ -226,19 +228,19 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 	)
 	err := on{s.rs, nil}.row(ctx, qDecisionGet, tenant, requestID).Scan(&version, &data)
 	if errors.Is(err, sql.ErrNoRows) {
-		return planexec.Decision{}, store.ErrNoRecord
+		return store.Decision{}, store.ErrNoRecord
 	}
 	if err != nil {
-		return planexec.Decision{}, storeErr(op, err)
+		return store.Decision{}, storeErr(op, err)
 	}
 	d, err := storecodec.DecodeDecision(requestID, version, data)
 	if err != nil {
-		return planexec.Decision{}, storeErr(op, err)
+		return store.Decision{}, storeErr(op, err)
 	}
 	return d, nil
 }
 
-// SaveDecision implements planexec.ApprovalStore. The decision recorded
+// SaveDecision implements store.ApprovalStore. The decision recorded
 // for the request is kept, and SaveDecision returns store.ErrDecided, when
 // it settles the request: a denial, or, when d approves, an approval that
 // has not expired at d.DecidedAt. Check and write are one statement
@@ -249,7 +251,7 @@ func (s *Store) Decision(ctx context.Context, tenant, requestID string) (planexe
 // store.ErrNewerRecord, and one that cannot be read and so cannot be
 // judged is one wrapping store.ErrCorruptRecord. When the decision was
 // made is a column too, for Prune.
-func (s *Store) SaveDecision(ctx context.Context, tenant string, d planexec.Decision) error {
+func (s *Store) SaveDecision(ctx context.Context, tenant string, d store.Decision) error {
 	const op = "save decision"
 	doc, err := storecodec.EncodeDecision(d)
 	if err != nil {

@@ -47,7 +47,7 @@ const (
 	// claims
 	qClaimNew = `INSERT INTO claims (tenant, key, state, epoch, holder, lease_expires, run_id, step_id, tool, version, per_tenant, written)
 		VALUES (?, ?, 'acquired', 1, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, key) DO NOTHING`
-	qClaimGet = `SELECT state, epoch, holder, lease_expires, outcome, outcome IS NULL, version
+	qClaimGet = `SELECT state, epoch, holder, lease_expires, outcome, outcome IS NULL, version, run_id
 		FROM claims WHERE tenant = ? AND key = ?`
 	qClaimTake = `UPDATE claims SET state = 'acquired', epoch = ?, holder = ?, lease_expires = ?, outcome = NULL,
 			run_id = ?, step_id = ?, tool = ?, version = ?, per_tenant = ?, written = ?
@@ -64,24 +64,23 @@ const (
 
 	// approvals. qDecisionSave records a decision unless the row it meets
 	// must stay, in one statement: SaveDecision's rule
-	// (planexec.Decision.Keeps) on the row's columns. The row is replaced
+	// (store.Decision.Keeps) on the row's columns. The row is replaced
 	// only if this package's layout is as new as its own and it holds a
-	// pending decision, or an approval that the decision denies or
-	// defers or that has expired when the decision is made (a NULL
-	// expires never does). A row whose status is none of those
+	// pending decision, or an approval that has expired when the decision
+	// is made (a NULL expires never does): the first decision stands. A row whose status is none of those
 	// (NULL: its document could not be read when the column was added)
 	// stays too.
 	qDecisionSave = `INSERT INTO approvals (tenant, record_id, version, decision, decided, status, expires) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, record_id) DO UPDATE SET version = excluded.version, decision = excluded.decision, decided = excluded.decided,
 			status = excluded.status, expires = excluded.expires
 		WHERE approvals.version <= excluded.version AND (approvals.status = 'pending'
-			OR approvals.status = 'approved' AND (excluded.status <> 'approved' OR approvals.expires <= excluded.decided))`
+			OR approvals.status = 'approved' AND approvals.expires <= excluded.decided)`
 	qDecisionGet = `SELECT version, decision FROM approvals WHERE tenant = ? AND record_id = ?`
 
 	// ceilings. A grant's window is every spend after ?2, a range of
 	// spends_window.
 	qSpendKnown  = `SELECT 1 FROM spends WHERE grant_id = ? AND key = ?`
-	qSpendWindow = `SELECT amount FROM spends WHERE grant_id = ?1 AND at > ?2`
+	qSpendWindow = `SELECT key, amount FROM spends WHERE grant_id = ?1 AND at > ?2`
 	qSpendAdd    = `INSERT INTO spends (grant_id, key, tenant, amount, at) VALUES (?, ?, ?, ?, ?)`
 
 	// recovery. stalled is the condition of a run that stopped without

@@ -234,12 +234,21 @@ func TestDecisionsAreKeptPerTenantAndReplaced(t *testing.T) {
 	if err != nil || got.Status != planexec.Approved || got.Approver != "ana" || !got.Expires.Equal(d.Expires) || !got.DecidedAt.Equal(d.DecidedAt) {
 		t.Errorf("Decision = %+v, %v", got, err)
 	}
+	// The first decision stands until it expires: a change of mind is
+	// refused, and one made after the approval expired replaces it.
 	d.Status, d.Why = planexec.Denied, "changed my mind"
+	if err := s.SaveDecision(ctx, "acme", d); !errors.Is(err, store.ErrDecided) {
+		t.Fatalf("a denial after a live approval: %v, want ErrDecided", err)
+	}
+	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.Approved {
+		t.Errorf("after a refused change of mind: %+v", got)
+	}
+	d.DecidedAt = d.Expires.Add(time.Microsecond)
 	if err := s.SaveDecision(ctx, "acme", d); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Decision(ctx, "acme", "r1"); got.Status != planexec.Denied || got.Why != "changed my mind" {
-		t.Errorf("after replacing: %+v", got)
+		t.Errorf("after replacing the expired approval: %+v", got)
 	}
 }
 
@@ -274,7 +283,7 @@ func TestOneTenantNeverReachesAnothersRecords(t *testing.T) {
 	if err := s.Complete(ctx, planexec.Key{Tenant: "initech", Digest: "d"}, 1, nil); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("Complete for a tenant that never claimed = %v, want ErrNoRecord", err)
 	}
-	if err := s.Resolve(ctx, planexec.Key{Tenant: "initech", Digest: "d"}, planexec.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
+	if err := s.Resolve(ctx, planexec.Key{Tenant: "initech", Digest: "d"}, "run-1", planexec.Resolution{}); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("Resolve for a tenant that never claimed = %v, want ErrNoRecord", err)
 	}
 }
@@ -586,7 +595,7 @@ func TestEpochsNeverGoBackAcrossReleaseResolveAndReopening(t *testing.T) {
 	c, _ = s.Claim(ctx, req)
 	epochs = append(epochs, c.Epoch)
 	_ = s.Release(ctx, key, c.Epoch, true)
-	if err := s.Resolve(ctx, key, planexec.Resolution{}); err != nil {
+	if err := s.Resolve(ctx, key, "", planexec.Resolution{}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -610,7 +619,7 @@ func TestResolveRefusesALiveHolder(t *testing.T) {
 	s, _ := openNew(t, sqlite.WithClock(clk.Now))
 	key := planexec.Key{Tenant: "acme", Digest: "d"}
 	c, _ := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h", Lease: time.Minute})
-	if err := s.Resolve(ctx, key, planexec.Resolution{Applied: true}); !errors.Is(err, store.ErrInFlight) {
+	if err := s.Resolve(ctx, key, "", planexec.Resolution{Applied: true}); !errors.Is(err, store.ErrInFlight) {
 		t.Fatalf("Resolve while the lease is live = %v, want ErrInFlight", err)
 	}
 	clk.Advance(time.Minute)
@@ -618,7 +627,7 @@ func TestResolveRefusesALiveHolder(t *testing.T) {
 	if got, _ := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute}); got.State != store.ClaimInDoubt {
 		t.Fatalf("claim after the lease = %+v, want in doubt", got)
 	}
-	if err := s.Resolve(ctx, key, planexec.Resolution{Applied: true, Outcome: json.RawMessage(`{"pnr":"Q"}`)}); err != nil {
+	if err := s.Resolve(ctx, key, "", planexec.Resolution{Applied: true, Outcome: json.RawMessage(`{"pnr":"Q"}`)}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := s.Claim(ctx, store.ClaimRequest{Key: key, Holder: "h2", Lease: time.Minute})

@@ -13,7 +13,6 @@ import (
 
 	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -38,11 +37,11 @@ type Store struct {
 }
 
 var (
-	_ store.StepStore        = (*Store)(nil)
-	_ planexec.ApprovalStore = (*Store)(nil)
-	_ store.CeilingStore     = (*Store)(nil)
-	_ store.Pruner           = (*Store)(nil)
-	_ store.Recoverer        = (*Store)(nil)
+	_ store.StepStore     = (*Store)(nil)
+	_ store.ApprovalStore = (*Store)(nil)
+	_ store.CeilingStore  = (*Store)(nil)
+	_ store.Pruner        = (*Store)(nil)
+	_ store.Recoverer     = (*Store)(nil)
 )
 
 // Option configures Open.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -31,7 +32,7 @@ func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration,
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		spent, err := sumWindow(ctx, tx, sp.Grant, sp.At, window)
+		spent, err := sumWindow(ctx, tx, sp.Grant, sp.At, window, nil)
 		if err != nil {
 			return err
 		}
@@ -45,8 +46,8 @@ func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration,
 
 // Spent implements store.CeilingStore: it sums the window in one snapshot,
 // as exact decimals.
-func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window time.Duration) (decimal.Decimal, error) {
-	spent, err := sumWindow(ctx, on{s.rs, nil}, grant, at, window)
+func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window time.Duration, except []string) (decimal.Decimal, error) {
+	spent, err := sumWindow(ctx, on{s.rs, nil}, grant, at, window, except)
 	if err != nil {
 		return decimal.Zero, fail("spent", err)
 	}
@@ -54,8 +55,9 @@ func (s *Store) Spent(ctx context.Context, grant string, at time.Time, window ti
 }
 
 // sumWindow sums what grant spent within the window of a spend at at:
-// every spend after at-window, a later one too.
-func sumWindow(ctx context.Context, o on, grant string, at time.Time, window time.Duration) (decimal.Decimal, error) {
+// every spend after at-window, a later one too, but for the spends of the
+// keys in except.
+func sumWindow(ctx context.Context, o on, grant string, at time.Time, window time.Duration, except []string) (decimal.Decimal, error) {
 	rows, err := o.rows(ctx, qSpendWindow, grant, instant(at.Add(-window)))
 	if err != nil {
 		return decimal.Zero, err
@@ -63,9 +65,12 @@ func sumWindow(ctx context.Context, o on, grant string, at time.Time, window tim
 	defer rows.Close()
 	spent := decimal.Zero
 	for rows.Next() {
-		var amount string
-		if err := rows.Scan(&amount); err != nil {
+		var key, amount string
+		if err := rows.Scan(&key, &amount); err != nil {
 			return decimal.Zero, err
+		}
+		if slices.Contains(except, key) {
+			continue
 		}
 		d, err := decimal.NewFromString(amount)
 		if err != nil {

@@ -244,7 +244,7 @@ func TestProcessesSpendingAtOnceNeverPassTheCeilingTogether(t *testing.T) {
 		if tries := spendChildren * spendersPerChild * spendsPerSpender; len(spent[grant])+refused[grant] != tries {
 			t.Errorf("%s: %d spends went through and %d were refused, want %d answered", grant, len(spent[grant]), refused[grant], tries)
 		}
-		got, err := s.Spent(ctx, grant, spendAt, spendWindow)
+		got, err := s.Spent(ctx, grant, spendAt, spendWindow, nil)
 		if err != nil || !got.Equal(spendCeiling) {
 			t.Errorf("%s: Spent = %s, %v; want the ceiling, %s, exactly", grant, got, err, spendCeiling)
 		}

@@ -222,7 +222,7 @@ func TestSpendsAreSummedAsExactDecimals(t *testing.T) {
 			t.Errorf("Spend of %s = %v, want %v", c.amount, err, c.want)
 		}
 	}
-	if got, err := s.Spent(ctx, "g", at, time.Hour); err != nil || got.String() != "0.3" {
+	if got, err := s.Spent(ctx, "g", at, time.Hour, nil); err != nil || got.String() != "0.3" {
 		t.Errorf("Spent = %s, %v; want exactly 0.3", got, err)
 	}
 	big := "12345678901234567890.123456789012345678"
@@ -233,7 +233,7 @@ func TestSpendsAreSummedAsExactDecimals(t *testing.T) {
 	if err := rawDB(t, path).QueryRow(`SELECT amount FROM spends WHERE grant_id = 'g-big'`).Scan(&text); err != nil || text != big {
 		t.Errorf("the amount is kept as %q (%v), want %q", text, err, big)
 	}
-	if got, _ := s.Spent(ctx, "g-big", at, time.Hour); got.String() != big {
+	if got, _ := s.Spent(ctx, "g-big", at, time.Hour, nil); got.String() != big {
 		t.Errorf("Spent = %s, want %s", got, big)
 	}
 }
@@ -252,7 +252,7 @@ func TestASpendsWindowIsOpenAtItsStartAndCountsLaterSpends(t *testing.T) {
 	}
 	// The spend at the window's start is out; one recorded after at (a
 	// replica whose clock runs ahead) is in.
-	if got, err := s.Spent(ctx, "g", at, time.Hour); err != nil || !got.Equal(decimal.New(1110, 0)) {
+	if got, err := s.Spent(ctx, "g", at, time.Hour, nil); err != nil || !got.Equal(decimal.New(1110, 0)) {
 		t.Errorf("Spent = %s, %v; want 1110 (every spend after the window's start)", got, err)
 	}
 }
@@ -271,7 +271,7 @@ func TestADamagedSpendIsReportedCorrupt(t *testing.T) {
 	mustExec(t, db, `UPDATE spends SET amount = 'one' WHERE key = 'k1'`)
 	err := s.Spend(ctx, store.Spend{Tenant: "acme", Grant: "g", Key: "k2", Amount: one, At: at}, time.Hour, decimal.NewFromInt(10))
 	wantStoreError(t, err, "spend", store.ErrCorruptRecord)
-	_, err = s.Spent(ctx, "g", at, time.Hour)
+	_, err = s.Spent(ctx, "g", at, time.Hour, nil)
 	wantStoreError(t, err, "spent", store.ErrCorruptRecord)
 	var n int
 	if err := db.QueryRow(`SELECT count(*) FROM spends`).Scan(&n); err != nil || n != 1 {
@@ -321,7 +321,7 @@ func TestClaimsRecordTheirKindAndWhenTheyWereWritten(t *testing.T) {
 		{"Claim again", "k-run", func() error { perRun = claim("k-run", false); return nil }},
 		{"Complete", "k-run", func() error { return s.Complete(ctx, key("k-run"), perRun.Epoch, json.RawMessage(`1`)) }},
 		{"Release in doubt", "k-once", func() error { return s.Release(ctx, key("k-once"), once.Epoch, true) }},
-		{"Resolve", "k-once", func() error { return s.Resolve(ctx, key("k-once"), store.Resolution{}) }},
+		{"Resolve", "k-once", func() error { return s.Resolve(ctx, key("k-once"), "run-1", store.Resolution{}) }},
 	} {
 		clk.Advance(time.Second)
 		if err := write.do(); err != nil {
