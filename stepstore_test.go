@@ -111,4 +111,3 @@ func TestWhenTheJointWriteFailsNothingIsRecordedAsDone(t *testing.T) {
 		t.Errorf("s1 recorded as done although its write failed: %+v", s)
 	}
 }
-
