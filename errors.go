@@ -281,8 +281,11 @@ func (e *ApprovalPendingError) Error() string {
 		steps[i] = quote(r.StepID)
 	}
 	ran := "nothing ran"
-	if e.Ran > 0 {
-		ran = fmt.Sprintf("%d steps before it finished", e.Ran)
+	switch {
+	case e.Ran == 1:
+		ran = "1 step before it ran"
+	case e.Ran > 1:
+		ran = fmt.Sprintf("%d steps before it ran", e.Ran)
 	}
 	next := "the run is stored: resume it once decided"
 	if !e.Stored {

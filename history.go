@@ -114,8 +114,8 @@ func (j *journal) store(ctx context.Context, err *error) {
 	}
 }
 
-// History returns up to limit of the run's stored events numbered after
-// `after`, in order: its history as any replica sees it, and after a
+// History returns up to limit (at most 10,000) of the run's stored events
+// numbered after `after`, in order: its history as any replica sees it, and after a
 // restart. Stored events are numbered in the order they were stored (for
 // one execution, the order Run.Events shows). It needs a store that keeps
 // histories (store.EventStore); with none it is a *ConfigurationError. A
@@ -128,7 +128,7 @@ func (r *Run) History(ctx context.Context, after int64, limit int) ([]Event, err
 	if limit <= 0 {
 		return nil, nil
 	}
-	recs, err := h.Events(ctx, r.d.Tenant, r.d.RunID, after, limit)
+	recs, err := h.Events(ctx, r.d.Tenant, r.d.RunID, max(after, 0), min(limit, maxHistoryPage))
 	if err != nil {
 		return nil, fmt.Errorf("planexec: reading the history of run %s: %w", quote(r.d.RunID), err)
 	}
@@ -145,6 +145,10 @@ func (r *Run) History(ctx context.Context, after int64, limit int) ([]Event, err
 
 // historyPage is how many events Follow reads at a time.
 const historyPage = 256
+
+// maxHistoryPage bounds the events one History call reads: a larger limit
+// reads this many.
+const maxHistoryPage = 10_000
 
 // Follow yields the run's stored events numbered after `after`, in order,
 // and then each event as it is stored, asking the store every

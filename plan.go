@@ -70,6 +70,11 @@ type Limits struct {
 	MaxIDLength int
 	// MaxArgumentDepth bounds the nesting of a step's arguments. Default: 32.
 	MaxArgumentDepth int
+	// MaxReferences bounds the references to earlier outcomes a plan may
+	// hold (see RefKey); more is ReasonReference. A step's arguments, once
+	// its references are resolved, are bounded by MaxPlanBytes too.
+	// Default: 128.
+	MaxReferences int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -84,6 +89,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxArgumentDepth <= 0 {
 		l.MaxArgumentDepth = 32
+	}
+	if l.MaxReferences <= 0 {
+		l.MaxReferences = 128
 	}
 	return l
 }
@@ -115,7 +123,8 @@ func mustDecoder(t reflect.Type) *strictjson.Decoder {
 	return d
 }
 
-// DecodePlan decodes a planner's raw output strictly. Output that is empty
+// DecodePlan decodes a planner's raw output strictly. Output larger than
+// MaxPlanBytes is ReasonMalformed, whatever it holds. Output that is empty
 // (only JSON whitespace), null, or a plan with no steps ({} and
 // {"steps": []} alike) and neither an answer nor a question is
 // ReasonEmpty; an answer or a question beside steps, or both together, is
@@ -129,12 +138,12 @@ func DecodePlan(raw []byte, lim Limits) (Plan, error) {
 	refuse := func(r Reason, v []Violation) (Plan, error) {
 		return Plan{}, &PlanValidationError{Reason: r, Violations: v, Payload: raw}
 	}
+	if len(raw) > lim.MaxPlanBytes {
+		return refuse(ReasonMalformed, []Violation{{Why: "plan larger than " + strconv.Itoa(lim.MaxPlanBytes) + " bytes"}})
+	}
 	trimmed := bytes.Trim(raw, " \t\r\n") // JSON's whitespace, no other
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return refuse(ReasonEmpty, nil)
-	}
-	if len(raw) > lim.MaxPlanBytes {
-		return refuse(ReasonMalformed, []Violation{{Why: "plan larger than " + strconv.Itoa(lim.MaxPlanBytes) + " bytes"}})
 	}
 	var w planWire
 	// Arguments are decoded later by their contract; here they only need to be
@@ -399,6 +408,7 @@ func (r *Run) validate(plan *Plan, payload []byte, barred []string, d *Delegatio
 	v := &vplan{plan: *plan, steps: make([]vstep, len(plan.Steps))}
 	index := make(map[string]int, len(plan.Steps))
 	keys := newKeyer(d.Tenant, d.RunID, plan.Round)
+	nrefs := 0
 	for i := range plan.Steps {
 		s := &plan.Steps[i]
 		if problem := r.checkID(s.ID); problem != "" {
@@ -422,6 +432,10 @@ func (r *Run) validate(plan *Plan, payload []byte, barred []string, d *Delegatio
 		refs, vs := findRefs(s.Arguments, lim)
 		if vs != nil {
 			return nil, refuse(ReasonReference, s.ID, s.Tool, vs...)
+		}
+		if nrefs += len(refs); nrefs > lim.MaxReferences {
+			return nil, refuse(ReasonReference, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/arguments", i),
+				Why: fmt.Sprintf("the plan holds more than the %d references to earlier outcomes allowed", lim.MaxReferences)})
 		}
 		if refs != nil {
 			// The values, and so the key, are known when the step is

@@ -59,8 +59,8 @@ type Recovered struct {
 	Err    error
 }
 
-// Recover finds up to limit runs (100 when limit is not above zero), of
-// every tenant, that stopped without finishing — interrupted (the context
+// Recover finds up to limit runs (100 when limit is not above zero, at most
+// 1000), of every tenant, that stopped without finishing — interrupted (the context
 // they ran under was cancelled), or left running by an executor that died
 // (its lease on the run ran out) — and resumes each on this executor, one
 // after another, as Run.Resume does. Call it as a service starts and then
@@ -83,6 +83,7 @@ func (ex *Executor) Recover(ctx context.Context, limit int) ([]Recovered, error)
 	if limit <= 0 {
 		limit = 100
 	}
+	limit = min(limit, 1000)
 	refs, err := rc.Stalled(ctx, ex.now(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("planexec: finding runs to recover: %w", err)
