@@ -94,16 +94,16 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 		g.ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
 		if v.rounds != nil && continuable(err) && ctx.Err() == nil {
 			// A denial or refusal goes back to the planner with the round.
-			return nil, errors.Join(err, g.r.endRound(ctx, g, nil, err))
+			return nil, errors.Join(err, g.endRound(nil, err))
 		}
 		return nil, errors.Join(err, g.save(store.RunFailed, nil))
 	}
 	if err := g.r.savePlan(ctx, v, d, store.RunRunning, nil, g.holder); err != nil {
 		return nil, err
 	}
-	lease := g.r.keepLease(ctx, g.holder)
+	stopLease := g.keepLease()
 	err = g.dispatch(finished)
-	lease.stop()
+	stopLease()
 	if reqs, calls, cleared, ok := awaitsCaller(err); ok {
 		// Steps wait on a person (cleared when they were about to run) or
 		// on the caller (handed back): the run stops there, having run what
@@ -136,7 +136,7 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 	// In a run of rounds, a round whose steps ended goes back to the
 	// planner: what they did is stored with the run, which is planning.
 	if v.rounds != nil && continuable(err) && ctx.Err() == nil {
-		return res, errors.Join(err, g.r.endRound(ctx, g, res, err))
+		return res, errors.Join(err, g.endRound(res, err))
 	}
 	// The final status is written even when ctx is done: it is the record of
 	// how the run ended. A run that lost a claim to another holder leaves

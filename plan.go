@@ -411,7 +411,7 @@ func (r *Run) validate(plan *Plan, payload []byte, barred []string, d *Delegatio
 	nrefs := 0
 	for i := range plan.Steps {
 		s := &plan.Steps[i]
-		if problem := r.checkID(s.ID); problem != "" {
+		if problem := checkID(s.ID, lim.MaxIDLength); problem != "" {
 			return nil, refuse(ReasonMalformed, s.ID, s.Tool, Violation{Path: fmt.Sprintf("/steps/%d/id", i), Why: problem})
 		}
 		if _, dup := index[s.ID]; dup {
@@ -614,12 +614,14 @@ func invisible(c rune) bool {
 		!unicode.In(c, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z, unicode.Cc)
 }
 
-func (r *Run) checkID(id string) string {
+// checkID says what makes id unfit as a step's id, at most maxLen bytes
+// long, or "".
+func checkID(id string, maxLen int) string {
 	switch {
 	case id == "":
 		return "a step needs an id"
-	case len(id) > r.ex.cfg.Limits.MaxIDLength:
-		return fmt.Sprintf("step id longer than %d bytes", r.ex.cfg.Limits.MaxIDLength)
+	case len(id) > maxLen:
+		return fmt.Sprintf("step id longer than %d bytes", maxLen)
 	case !utf8.ValidString(id):
 		return "step id is not valid UTF-8"
 	}

@@ -406,38 +406,47 @@ func orRef(schema any) any {
 // (a provider outage) is returned as it is.
 func (r *Run) Plan(ctx context.Context, planner Planner, task string) (_ Plan, err error) {
 	defer r.j.store(ctx, &err)
-	return r.plan(ctx, planner, PlanRequest{Task: task}, &r.d)
+	return (&planning{r: r, d: &r.d, planner: planner, req: PlanRequest{Task: task}}).run(ctx)
 }
 
-// plan asks planner for what req describes (its Attempt and Refusals are
-// filled here) until a plan passes validation or the replans run out. For a
-// round, an answer or a question with no steps passes; at the bound
-// (req.Final) only an answer does.
-func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest, d *Delegation) (Plan, error) {
+// planning is one request for a plan: asked of the planner again, with the
+// refusals as feedback, until a plan passes validation under d or the
+// replans run out.
+type planning struct {
+	r       *Run
+	d       *Delegation
+	planner Planner
+	req     PlanRequest // its Attempt and Refusals are filled as it goes
+	id      string      // the plan's id: every attempt is a revision of it
+}
+
+// run asks until a plan passes. For a round, an answer or a question with
+// no steps passes; at the bound (req.Final) only an answer does.
+func (p *planning) run(ctx context.Context) (Plan, error) {
+	r, d, req := p.r, p.d, &p.req
 	if len(r.catalog) == 0 {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation's scope leaves no tool to plan with"}
 	}
 	if d.expired(r.ex.now()) {
 		return Plan{}, &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
 	}
-	if req.Final {
-		req.Tools = nil
-	} else {
-		req.Tools = r.offered(req.Barred, d)
+	if !req.Final {
+		// The run's catalog as d allows it, without the tools barred.
+		req.Tools = slices.DeleteFunc(r.Catalog(), func(t ToolSpec) bool { return slices.Contains(req.Barred, t.Name) || !d.allows(t.Name) })
 	}
-	planID := uuid.NewString()
+	p.id = uuid.NewString()
 	if req.Round > 0 {
 		// A round's plan is named by its run and round: planned again after
 		// a crash lost it before it was stored, it is still that round's,
 		// and the people's decisions on it still clear its steps.
-		planID = uuid.NewSHA1(uuid.NameSpaceURL, []byte("planexec:"+d.Tenant+"\x00"+d.RunID+"\x00"+strconv.Itoa(req.Round))).String()
+		p.id = uuid.NewSHA1(uuid.NameSpaceURL, []byte("planexec:"+d.Tenant+"\x00"+d.RunID+"\x00"+strconv.Itoa(req.Round))).String()
 	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return Plan{}, err
 		}
 		req.Attempt = attempt
-		resp, err := planner.Plan(ctx, req)
+		resp, err := p.planner.Plan(ctx, *req)
 		if resp != nil {
 			r.mu.Lock()
 			r.usage = r.usage.Add(resp.Usage)
@@ -447,10 +456,10 @@ func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest, d *Del
 			return Plan{}, fmt.Errorf("planexec: planning attempt %d: %w", attempt, err)
 		}
 		usage := resp.Usage
-		plan, perr := r.decodeAndValidate(resp.Payload, planID, attempt, &req, d)
+		plan, perr := p.check(resp.Payload, attempt)
 		if perr == nil {
 			r.mu.Lock()
-			r.planned = planRef{planID, attempt}
+			r.planned = planRef{p.id, attempt}
 			r.current = &plan
 			r.mu.Unlock()
 			detail := fmt.Sprintf("%d steps", len(plan.Steps))
@@ -460,42 +469,35 @@ func (r *Run) plan(ctx context.Context, planner Planner, req PlanRequest, d *Del
 			case plan.Question != "":
 				detail = "a question for the person"
 			}
-			r.j.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
+			r.j.emit(&Event{Kind: EventPlanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: p.id, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
 				Model: resp.Model, RequestID: resp.RequestID, Detail: detail})
 			return plan, nil
 		}
 		perr.Attempts = attempt
-		r.j.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
+		r.j.emit(&Event{Kind: EventPlanRefused, RunID: d.RunID, Tenant: d.Tenant, PlanID: p.id, Revision: attempt, Round: req.Round, Attempt: attempt, Usage: &usage,
 			Model: resp.Model, RequestID: resp.RequestID,
 			StepID: perr.Step, Tool: perr.Tool, Reason: perr.Reason, Detail: firstViolation(perr)})
 		req.Refusals = append(req.Refusals, perr)
 		if attempt > r.ex.cfg.MaxReplans {
 			return Plan{}, &PlanValidationError{Reason: ReasonReplan, Step: perr.Step, Tool: perr.Tool, Violations: perr.Violations,
-				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt, Err: perr}
+				Payload: perr.Payload, Attempts: attempt, RunID: d.RunID, Tenant: d.Tenant, PlanID: p.id, Revision: attempt, Err: perr}
 		}
-		r.j.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: planID, Revision: attempt + 1, Round: req.Round, Attempt: attempt + 1, Reason: perr.Reason})
+		r.j.emit(&Event{Kind: EventReplanned, RunID: d.RunID, Tenant: d.Tenant, PlanID: p.id, Revision: attempt + 1, Round: req.Round, Attempt: attempt + 1, Reason: perr.Reason})
 	}
 }
 
-// offered is the run's catalog as d allows it, without the tools barred.
-func (r *Run) offered(barred []string, d *Delegation) []ToolSpec {
-	tools := r.Catalog()
-	if len(barred) == 0 && d.Scope == nil {
-		return tools
-	}
-	return slices.DeleteFunc(tools, func(t ToolSpec) bool { return slices.Contains(barred, t.Name) || !d.allows(t.Name) })
-}
-
-func (r *Run) decodeAndValidate(payload []byte, planID string, revision int, req *PlanRequest, d *Delegation) (Plan, *PlanValidationError) {
+// check decodes and validates what the planner wrote as revision revision.
+func (p *planning) check(payload []byte, revision int) (Plan, *PlanValidationError) {
+	r, d, req := p.r, p.d, &p.req
 	plan, err := DecodePlan(payload, r.ex.cfg.Limits)
 	refuse := func(perr *PlanValidationError) (Plan, *PlanValidationError) {
-		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = r.d.RunID, r.d.Tenant, planID, revision
+		perr.RunID, perr.Tenant, perr.PlanID, perr.Revision = d.RunID, d.Tenant, p.id, revision
 		return Plan{}, perr
 	}
 	if err != nil {
 		return refuse(err.(*PlanValidationError))
 	}
-	plan.ID, plan.Revision, plan.Round = planID, revision, req.Round
+	plan.ID, plan.Revision, plan.Round = p.id, revision, req.Round
 	switch {
 	case req.Final && plan.Answer == "":
 		return refuse(&PlanValidationError{Reason: ReasonMalformed, Payload: payload,

@@ -156,7 +156,7 @@ func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord, 
 	case st == nil:
 		return r.resume(ctx, rec, d, plan, nil)
 	case plan.Answer != "" || plan.Question != "":
-		return r.storedRound(rec, plan, st)
+		return storedRound(rec, plan, st)
 	case rec.Status == store.RunPlanning:
 		return r.rounds(ctx, planner, st, plan.Round+1, nil, d, true)
 	}
@@ -170,16 +170,16 @@ func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord, 
 
 // storedRound is what a stored run of rounds that has nothing to run says: its
 // answer, its question, or (between rounds) the steps of its last round.
-func (r *Run) storedRound(rec *store.PlanRecord, plan Plan, st *roundsState) (*Result, error) {
+func storedRound(rec *store.PlanRecord, plan Plan, st *roundsState) (*Result, error) {
 	if plan.Question != "" {
-		return nil, &AwaitingReplyError{RunID: r.d.RunID, Tenant: r.d.Tenant, Round: plan.Round, Question: plan.Question, Stored: true}
+		return nil, &AwaitingReplyError{RunID: rec.RunID, Tenant: rec.Tenant, Round: plan.Round, Question: plan.Question, Stored: true}
 	}
-	res := &Result{RunID: r.d.RunID, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round, Steps: map[string]StepResult{},
+	res := &Result{RunID: rec.RunID, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round, Steps: map[string]StepResult{},
 		Answer: plan.Answer, AtLimit: st.AtLimit, Complete: plan.Answer != ""}
 	for id, s := range rec.Steps {
 		if s.PlanID == plan.ID {
 			res.Steps[id] = StepResult{Tool: s.Tool, Status: s.Status, Outcome: s.Outcome, Replayed: true, ApprovedBy: s.ApprovedBy,
-				Grant: s.Grant, Key: Key{Tenant: r.d.Tenant, Digest: s.Key}}
+				Grant: s.Grant, Key: Key{Tenant: rec.Tenant, Digest: s.Key}}
 		}
 	}
 	return res, nil
@@ -199,7 +199,7 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		}
 		r.j.emit(&Event{Kind: EventRoundStarted, RunID: d.RunID, Tenant: d.Tenant, Round: round, Detail: detail})
 		before := r.Usage()
-		plan, err := r.plan(ctx, planner, PlanRequest{Task: st.Task, Round: round, History: st.Past, Barred: st.barred(), Final: final}, d)
+		plan, err := (&planning{r: r, d: d, planner: planner, req: PlanRequest{Task: st.Task, Round: round, History: st.Past, Barred: st.barred(), Final: final}}).run(ctx)
 		st.Usage = st.Usage.Add(spent(before, r.Usage()))
 		if err != nil {
 			return last, err
@@ -282,7 +282,7 @@ func continuable(err error) bool {
 // endRound records, once a round's steps ended (in res and err), what they
 // did as the planner will be told it, counts the tools that failed, and
 // stores the run as planning: its next round is to be planned.
-func (r *Run) endRound(ctx context.Context, g *gate, res *Result, err error) error {
+func (g *gate) endRound(res *Result, err error) error {
 	v := g.v
 	st := v.rounds
 	obs := observe(v, res, err)
@@ -299,9 +299,8 @@ func (r *Run) endRound(ctx context.Context, g *gate, res *Result, err error) err
 		}
 	}
 	st.Past = append(st.Past, Round{Number: v.plan.Round, Goal: v.plan.Goal, Observations: obs})
-	r.j.emit(&Event{Kind: EventRoundCompleted, RunID: g.d.RunID, Tenant: g.d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round,
-		Detail: fmt.Sprintf("%d of %d steps finished", finished, len(v.steps))})
-	return r.savePlan(context.WithoutCancel(ctx), v, g.d, store.RunPlanning, nil, "")
+	g.ev(Event{Kind: EventRoundCompleted, Detail: fmt.Sprintf("%d of %d steps finished", finished, len(v.steps))})
+	return g.save(store.RunPlanning, nil)
 }
 
 // The accounts of a step that did not finish, as its planner is told: fixed

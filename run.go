@@ -362,7 +362,7 @@ func (r *Run) resume(ctx context.Context, rec *store.PlanRecord, d *Delegation, 
 	if st != nil && (rec.Status == store.RunPlanning || len(plan.Steps) == 0) {
 		// A run of rounds between rounds, answered or asking: its plan has
 		// nothing left to run (Do goes on with the rounds).
-		return r.storedRound(rec, plan, st)
+		return storedRound(rec, plan, st)
 	}
 	v, perr := r.validate(&plan, nil, st.barred(), d)
 	if perr != nil {

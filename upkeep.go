@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/planexec/planexec/internal/lease"
 	"github.com/planexec/planexec/store"
 )
 
@@ -113,57 +113,20 @@ func (ex *Executor) recover(ctx context.Context, ref store.RunRef) (*Result, err
 	return run.Resume(ctx)
 }
 
-// runLease keeps an execution's lease on its run while it runs, moving it on
-// every third of a lease on a timer (no goroutine of its own), so that
-// Recover tells a live execution from a dead one.
-type runLease struct {
-	mu      sync.Mutex
-	t       *time.Timer
-	wg      sync.WaitGroup
-	stopped bool
-	extend  func() error
-}
-
-// keepLease starts moving the run's lease on for holder until stop.
-func (r *Run) keepLease(ctx context.Context, holder string) *runLease {
-	rec, lease := r.ex.st.recoverer, r.ex.cfg.Lease
-	l := &runLease{}
+// keepLease moves the lease of the gate's execution on its run, every
+// third of a lease, until the returned stop: so Recover tells a live
+// execution from a dead one. A run taken over by another execution, or
+// gone, is not held any longer.
+func (g *gate) keepLease() (stop func()) {
+	rec, ttl := g.r.ex.st.recoverer, g.r.ex.cfg.Lease
 	if rec == nil {
-		return l
+		return func() {}
 	}
-	ref := store.RunRef{Tenant: r.d.Tenant, RunID: r.d.RunID}
-	l.extend = func() error {
-		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lease/3)
-		defer cancel()
-		return rec.ExtendRun(ectx, ref, holder, r.ex.now().Add(lease))
-	}
-	l.wg.Add(1)
-	l.t = time.AfterFunc(lease/3, func() { l.tick(lease / 3) })
-	return l
-}
-
-func (l *runLease) tick(every time.Duration) {
-	defer l.wg.Done()
-	err := l.extend()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// A run taken over by another execution is its now: stop.
-	if !l.stopped && !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNoRecord) {
-		l.wg.Add(1)
-		l.t.Reset(every)
-	}
-}
-
-// stop ends the renewals and waits for one in flight.
-func (l *runLease) stop() {
-	if l.t == nil {
-		return
-	}
-	l.mu.Lock()
-	l.stopped = true
-	if l.t.Stop() {
-		l.wg.Done()
-	}
-	l.mu.Unlock()
-	l.wg.Wait()
+	ref := store.RunRef{Tenant: g.d.Tenant, RunID: g.d.RunID}
+	var k lease.Keeper
+	k.Keep(g.after, ttl/3, func(ctx context.Context) bool {
+		err := rec.ExtendRun(ctx, ref, g.holder, g.now().Add(ttl))
+		return !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNoRecord)
+	})
+	return k.Stop
 }

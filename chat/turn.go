@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/internal/lease"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/store"
 )
@@ -356,32 +356,23 @@ func (t *turn) writeTurn(entries []Output, end bool) bool {
 // renew keeps the turn's lease while it runs, and learns of a cancel asked
 // on another process; the returned func stops it and waits.
 func (t *turn) renew() (stop func()) {
-	done, stopped := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(t.c.cfg.Lease / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				t.mu.Lock()
-				res, err := t.c.cfg.Store.WriteTurn(context.WithoutCancel(t.ctx), &store.TurnWrite{
-					Tenant: t.key.tenant, Session: t.key.id, Epoch: t.epoch, Holder: t.c.cfg.Holder,
-					Until: t.c.cfg.Now().Add(t.c.cfg.Lease),
-				})
-				t.mu.Unlock()
-				switch {
-				case errors.Is(err, store.ErrFenced):
-					t.cancel(errFenced)
-				case err == nil && res.Cancel:
-					t.cancel(errCancelled)
-				}
-			}
+	var k lease.Keeper
+	k.Keep(context.WithoutCancel(t.ctx), t.c.cfg.Lease/3, func(ctx context.Context) bool {
+		t.mu.Lock()
+		res, err := t.c.cfg.Store.WriteTurn(ctx, &store.TurnWrite{
+			Tenant: t.key.tenant, Session: t.key.id, Epoch: t.epoch, Holder: t.c.cfg.Holder,
+			Until: t.c.cfg.Now().Add(t.c.cfg.Lease),
+		})
+		t.mu.Unlock()
+		switch {
+		case errors.Is(err, store.ErrFenced):
+			t.cancel(errFenced)
+		case err == nil && res.Cancel:
+			t.cancel(errCancelled)
 		}
-	}()
-	return func() { close(done); <-stopped }
+		return true
+	})
+	return k.Stop
 }
 
 // meter counts a model call against the session.
