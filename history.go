@@ -15,11 +15,12 @@ import (
 // A run's history is its events as the store keeps them, readable from any
 // replica and after a restart. The executor writes what a run records with
 // the writes it makes anyway: a finished step's events go in the step's own
-// transaction (store.StepStore), the rest in each save of the plan and at
-// the end of each call (Plan, Execute, Resume, Do). So a step costs no
-// write of its own, and the stored history lags the live one by at most
-// the events since the last write. One execution stores its events in the
-// order Run.Events shows them.
+// transaction (store.StepStore) unless another step's write is carrying the
+// history at that moment, the rest in each save of the plan and at the end
+// of each call (Plan, Execute, Resume, Do). So a step costs no write of its
+// own, steps of one run commit at once, and the stored history lags the
+// live one by at most the events since the last write that carried it. One
+// execution stores its events in the order Run.Events shows them.
 
 // journal is a run's record of events and what of it the store holds.
 type journal struct {
@@ -80,13 +81,25 @@ func (j *journal) with(write func(events []json.RawMessage) error) error {
 	return nil
 }
 
-// write makes a finished step's joint write (store.StepStore) with the
-// events not yet stored.
+// write makes a finished step's joint write (store.StepStore), with the
+// events not yet stored when no other write of the run is carrying events
+// now. Steps of one run finishing at once then commit at once: one carries
+// the history on, in order, and the others leave it to the run's next
+// write (the next step's, or the plan's at the end of the call), rather
+// than wait for a commit that is not theirs.
 func (j *journal) write(ctx context.Context, step func(context.Context, *store.StepWrite) error, w *store.StepWrite) error {
-	return j.with(func(events []json.RawMessage) error {
-		w.Events = events
+	if j.h == nil || !j.mu.TryLock() {
+		w.Events = nil
 		return step(ctx, w)
-	})
+	}
+	defer j.mu.Unlock()
+	var n int
+	w.Events, n = j.unstored()
+	if err := step(ctx, w); err != nil {
+		return err
+	}
+	j.stored = n
+	return nil
 }
 
 // flush stores the events the store does not hold yet.

@@ -262,3 +262,54 @@ func BenchmarkTurnWrite(b *testing.B) {
 	s, _ := newStore(b)
 	storetest.TurnWrite(b, s)
 }
+
+// Chore is what a plan-shape benchmark's tool takes.
+type Chore struct {
+	N int `json:"n"`
+}
+
+// BenchmarkPostgresPlanShapes runs, in one benchmark, 20-step plans of two
+// shapes through the executor on Postgres: a chain (each step after the one
+// before) and a 20-wide plan (every step at once). Steps of a wide plan
+// commit at once, so one of its steps should cost well under one of a
+// chain's: wide/chain reports the ratio of their costs per step.
+func BenchmarkPostgresPlanShapes(b *testing.B) {
+	s, _ := newStore(b)
+	chore := planexec.MustTool("chore", "Do a chore.", func(_ context.Context, c Chore) (int, error) { return c.N, nil })
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{chore}, Store: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 20
+	shape := func(chain bool) planexec.Plan {
+		var p planexec.Plan
+		for i := range n {
+			st := planexec.Step{ID: fmt.Sprintf("s%02d", i), Tool: "chore", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+			if chain && i > 0 {
+				st.DependsOn = []string{fmt.Sprintf("s%02d", i-1)}
+			}
+			p.Steps = append(p.Steps, st)
+		}
+		return p
+	}
+	chain, wide := shape(true), shape(false)
+	var took [2]time.Duration
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		for k, p := range []planexec.Plan{chain, wide} {
+			run, err := ex.Run(planexec.Delegation{RunID: fmt.Sprintf("shape-%d-%d", i, k), Tenant: "acme"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			start := time.Now()
+			if res, err := run.Execute(ctx, p); err != nil || !res.Complete {
+				b.Fatalf("Execute: %+v, %v", res, err)
+			}
+			took[k] += time.Since(start)
+		}
+	}
+	perStep := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*n) }
+	b.ReportMetric(perStep(took[0]), "chain-µs/step")
+	b.ReportMetric(perStep(took[1]), "wide-µs/step")
+	b.ReportMetric(perStep(took[1])/perStep(took[0]), "wide/chain")
+}
