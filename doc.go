@@ -36,7 +36,7 @@
 //
 //	ex, err := planexec.NewExecutor(planexec.Config{
 //		Tools: []*planexec.Tool{search, book},
-//		Store: memory.New(), // or sqlite.Open, postgres.Open
+//		Store: st, // sqlite.Open, postgres.Open; none: a store in memory
 //		Gate:  gate,
 //	})
 //	run, err := ex.Run(planexec.Delegation{RunID: jobID, Tenant: "acme", User: "dana"})
@@ -69,20 +69,32 @@
 // its grants decide: ACT within a ceiling, ESCALATE to the [ApprovalGate]
 // (also when no live grant covers the step), or REFUSE where a grant says
 // [LevelNever]. Other steps go to the gate when their contract is
-// irreversible or requires approval. A denial anywhere means no step ran. A
-// gate may answer pending: the plan is stored and [Run.Resume] goes on once
+// irreversible or requires approval. A denial of a step cleared before the
+// first step runs means no step ran; a step whose arguments read another's
+// outcome is cleared when it is ready, on the values it will run with. A
+// gate may answer pending: the run is stored and [Run.Resume] goes on once
 // the decision exists ([Run.Decide]).
 //
-// # Running, once
+// # Running, once: one gate
 //
 // Steps start the moment their dependencies finish, up to Config.Concurrency
-// at once. With a store that keeps claims ([IdempotencyStore]), each step runs
-// under a key digested from its tenant, run, tool and validated arguments: a
+// at once. Every step then passes through one gate (gate.go), whatever
+// performs its effect, a tool the executor calls or a call handed back to
+// the run's caller ([NewClientTool]): its arguments are resolved and held to
+// the contract; its key, digested from its tenant, run and validated
+// arguments, is claimed in the store; it is cleared (the delegation, the
+// class that issues authority, the grant and its ceiling, a person's
+// decision for this one effect); it acts or is handed back; and its
+// outcome, record and events are written with the claim in one write. A
 // repeat replays the recorded outcome, and a key held in flight or left in
 // doubt by an irreversible failure gives an [*IndeterminateOutcomeError]
-// rather than a second run. With a [PlanStore], the plan is written before the
-// first step and each step as it finishes, so Resume picks a run up where it
-// died.
+// rather than a second run. The plan is written before the first step and
+// each step as it finishes, so Resume picks a run up where it died, under
+// the delegation stored with it.
+//
+// A store ([store.Store], package store) keeps plans, claims, decisions and
+// each step's write in one transaction: an executor takes none that keeps
+// less. Without one, the executor keeps them in memory.
 //
 // Everything lands on the run's record ([Run.Events]) in order, and can be
 // watched live through Config.Observer or [WithObserver].
@@ -105,9 +117,9 @@
 //     clearance (nothing ran) or, with AtDispatch, just before the step ran.
 //   - [*ApprovalDeniedError]: a person (or an expired decision) did not clear
 //     a step. When it happens during clearance, nothing ran.
-//   - [*ApprovalPendingError]: a gate answered pending. Nothing ran (but the
-//     steps a step with references reads); the plan is stored (Stored) so
-//     Resume goes on once the decision exists.
+//   - [*ApprovalPendingError]: a gate answered pending. Nothing ran but the
+//     steps Ran counts (those a step with references reads); the run is
+//     stored, and Resume goes on once the decision exists.
 //   - [*AwaitingReplyError]: the planner of a run of rounds asked the person
 //     a question; the run is stored, and Reply goes on with their answer.
 //   - [*ToolCallPendingError]: a step of a tool the caller runs
@@ -126,7 +138,9 @@
 //     is never replayed and never read as "not run".
 //   - [ErrNotApplied]: wrap it in a tool's error to promise that the effect did
 //     not happen, so an irreversible step may be tried again.
-//   - [ErrNoRecord]: the store has no record of what was asked.
+//   - [ErrNoRecord]: the store has no record of what was asked: a run never
+//     stored (Resume), a key this run does not hold (Resolve), a run dropped
+//     by Prune while a call had it.
 //   - [ErrCompleted]: a key already recorded as done cannot be resolved.
 //   - [store.ErrFenced]: a store refused a write from a holder whose claim
 //     was taken over (another execution of the run has it now).
@@ -134,7 +148,9 @@
 //     execute twice at once, an outcome read from a step that did not finish,
 //     a decision that cannot be recorded.
 //   - [ErrNotPending]: a decision for a request the stored run does not
-//     await (another run's or tenant's, never made, already decided).
+//     await (another run's or tenant's, never made, already decided: the
+//     first decision stands), or a second, different result for a call
+//     handed back.
 //   - [ErrInvalidQuery]: a listing of runs asked for a status no run can be
 //     in, or with a cursor no listing gave.
 //

@@ -1,15 +1,20 @@
-// Package store is what a planexec store is made of: the records, claims and
-// errors a store exchanges with the executor, and the claim state machine
-// every store shares. It is for those who write a store, as
-// database/sql/driver is for those who write a database driver; a service
-// that uses a store needs only the store's own package (store/memory,
-// store/sqlite, store/postgres) and planexec.
+// Package store is what a planexec store is made of: the interfaces a store
+// implements, the records, claims and decisions it exchanges with the
+// executor, its errors, and the claim state machine every store shares. It
+// is for those who write a store, as database/sql/driver is for those who
+// write a database driver, and like it imports nothing of the package its
+// users call; a service that uses a store needs only the store's own package
+// (store/memory, store/sqlite, store/postgres) and planexec.
 //
-// A store implements the interfaces planexec defines, planexec.PlanStore
-// and planexec.IdempotencyStore, with planexec.ApprovalStore and this
-// package's StepStore as capabilities the executor finds on it. Each takes
-// and returns the types below: a store never needs to understand a plan,
-// which it keeps as the JSON document the executor wrote (PlanRecord.Plan).
+// [Store] is what an executor needs: [PlanStore], [IdempotencyStore],
+// [ApprovalStore] and [StepStore], a step's claim, record and events in one
+// transaction. The executor takes no store with less, since an effect could
+// then happen twice. What a store can do beyond that it says by implementing
+// the interfaces that name it: [EventStore] (histories), [CeilingStore]
+// (windows of autonomy ceilings shared by replicas), [RunLister], [Pruner],
+// [Recoverer] and [TranscriptStore]. The executor asks once, as it is built.
+// A store never needs to understand a plan, which it keeps as the JSON
+// document the executor wrote (PlanRecord.Plan).
 //
 // # Claims
 //
