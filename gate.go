@@ -411,7 +411,7 @@ func (g *gate) call(s *vstep, epoch int64, rn *renewer) (outcome json.RawMessage
 	// Renewal goes on while the tool runs even if the caller's ctx is
 	// cancelled (the tool may not stop at once); losing the claim to
 	// another holder cancels the tool.
-	rn.start(g.after, ex.st, s.key, epoch, ex.cfg.Lease, s.step.ID, cancel)
+	rn.start(g.after, ex.st.Store, s.key, epoch, ex.cfg.Lease, s.step.ID, cancel)
 	defer rn.stop()
 	defer func() {
 		if p := recover(); p != nil {
