@@ -73,7 +73,7 @@ type Config struct {
 	// does not say ErrNotApplied). Default: none.
 	StepTimeout time.Duration
 	// MaxRounds bounds a run of rounds (Run.Do): past it, the planner is
-	// asked for an answer from the work done. Default: DefaultMaxRounds (15).
+	// asked for an answer from the work done. Default: 15.
 	MaxRounds int
 	// TokenBudget, when positive, bounds the tokens one run of rounds may
 	// spend on planning: once spent, the planner is asked for an answer
@@ -138,7 +138,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		cfg.PollInterval = 250 * time.Millisecond
 	}
 	if cfg.MaxRounds <= 0 {
-		cfg.MaxRounds = DefaultMaxRounds
+		cfg.MaxRounds = defaultMaxRounds
 	}
 	if cfg.HandBackLease <= 0 {
 		cfg.HandBackLease = 24 * time.Hour

@@ -63,7 +63,7 @@ type Round struct {
 }
 
 // Observation is what one step of a round did, as its planner is told:
-// the outcome as the tool returned it (cut to MaxObservationBytes, and then
+// the outcome as the tool returned it (cut at 2 KiB, and then
 // marked Truncated, its start in Excerpt), or a fixed account of why it did
 // not finish, which carries no internal error's text.
 type Observation struct {

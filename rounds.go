@@ -13,13 +13,13 @@ import (
 	"github.com/planexec/planexec/store"
 )
 
-// DefaultMaxRounds is how many rounds a run of rounds takes at most when
+// defaultMaxRounds is how many rounds a run of rounds takes at most when
 // Config.MaxRounds is not set.
-const DefaultMaxRounds = 15
+const defaultMaxRounds = 15
 
-// MaxObservationBytes bounds the outcome of one step as its planner is told
+// maxObservationBytes bounds the outcome of one step as its planner is told
 // it in a later round: a longer one is cut (Observation.Truncated).
-const MaxObservationBytes = 2048
+const maxObservationBytes = 2048
 
 // roundsState is a run of rounds as the run's stored document keeps it,
 // beside the plan of its current round (member "rounds"): the task, what
@@ -350,10 +350,10 @@ func (r *Result) step(id string) (StepResult, bool) {
 // bounded is an outcome as a planner is shown it: whole when short, else
 // its start.
 func bounded(outcome json.RawMessage) (json.RawMessage, string, bool) {
-	if len(outcome) <= MaxObservationBytes {
+	if len(outcome) <= maxObservationBytes {
 		return outcome, "", false
 	}
-	cut := MaxObservationBytes
+	cut := maxObservationBytes
 	for cut > 0 && !utf8.RuneStart(outcome[cut]) {
 		cut--
 	}
