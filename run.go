@@ -427,10 +427,12 @@ func (r *Run) Decide(ctx context.Context, dec Decision) error {
 	default:
 		return fmt.Errorf("planexec: a decision is approved or denied, not %s: %w", quote(string(dec.Status)), ErrInvalidDecision)
 	}
-	now := r.ex.now()
 	if dec.DecidedAt.IsZero() {
-		dec.DecidedAt = now
+		dec.DecidedAt = r.ex.now()
 	}
+	// Kept at the precision every store keeps, as every time the executor
+	// writes.
+	dec.DecidedAt, dec.Expires = dec.DecidedAt.Truncate(time.Microsecond), dec.Expires.Truncate(time.Microsecond)
 	notPending := func(why string) error {
 		return fmt.Errorf("planexec: request %s of run %s: %s: %w", quote(dec.RequestID), quote(r.d.RunID), why, ErrNotPending)
 	}
