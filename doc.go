@@ -56,6 +56,31 @@
 // An [AgentPlanner] asks a model (package llm) for a plan. Its [Agent] has no
 // tools to declare: a planner cannot dispatch what it is planning.
 //
+// # What a step reads from another
+//
+// A step's argument may read an earlier step's outcome: an object with the
+// member [RefKey] is a reference,
+//
+//	{"$from": "s1", "path": "/0/flight"}
+//
+// the value at the JSON Pointer "/0/flight" in what step s1 returned
+// ("path": "" is the whole outcome). It may stand wherever an argument
+// value goes, at any depth, and makes its step depend on s1; it has exactly
+// the members "$from" and "path", both strings.
+//
+// Before anything runs, each reference is held to the types of both tools:
+// the path must exist in the type s1's tool returns, and the type there must
+// fit the argument (a string where a string goes, an integer where a number
+// goes, lists and objects member by member; a value that may be absent or
+// null only where the argument may be). What does not fit is refused with
+// ReasonReference, naming the step, the argument's path and the reference.
+// A plan holds at most Limits.MaxReferences of them. What only the outcome
+// can tell (an index past the end, a value of a type that says nothing of
+// its shape) is checked as the step is about to run: the values are put in
+// place, within Limits.MaxPlanBytes, and the arguments decoded by the
+// contract again; what fails fails the step with ReasonArguments before its
+// tool is called.
+//
 // # What is checked before anything runs
 //
 // Validation refuses the whole plan with a [*PlanValidationError] whose

@@ -17,37 +17,9 @@ import (
 )
 
 // RefKey is the member that makes an object in a step's arguments a
-// reference to an earlier step's outcome:
-//
-//	{"$from": "s1", "path": "/0/flight"}
-//
-// is the value at the JSON Pointer "/0/flight" in what step s1 returned;
-// "path": "" is the whole outcome. A reference may stand wherever an
-// argument value goes, at any depth, and makes its step depend on s1. An
-// object with a "$from" member is always read as a reference: it has
-// exactly the members "$from" and "path", both strings.
-//
-// Before anything runs, validation holds each reference to the types of
-// both tools: the path must exist in the type s1's tool returns (a struct
-// member by its JSON name, an index into a list or array, a key into a
-// map), and the type found there must fit the argument: a string where a
-// string goes, an integer where an integer, a number or a decimal goes, a
-// decimal where a decimal or a string goes, lists and objects member by
-// member. A decimal goes into a decimal argument as the number it is only
-// when the reference names it: inside a referenced list or object it is the
-// string json.Marshal wrote, and refused there. A value that may be absent
-// or null (a pointer, an omitempty member, a map's member) fits only an
-// argument that may be too (omitempty).
-// What does not fit is refused with ReasonReference, naming the step, the
-// argument's path and the reference.
-//
-// Some things only the outcome can tell, and are checked when the step is
-// about to run: whether a list has the element an index names, and whether
-// a value from a tool whose result type says nothing of its shape (any,
-// json.RawMessage, a type with its own MarshalJSON) fits the argument.
-// There the values are put in place and the whole argument object is
-// decoded by the tool's contract again, value rules and all; what fails
-// fails the step with ReasonArguments before its tool is called.
+// reference to an earlier step's outcome, {"$from": "s1", "path": "/0"}:
+// the value at that JSON Pointer in what s1 returned. The package guide
+// says how references are checked ("What a step reads from another").
 const RefKey = "$from"
 
 // reference is one argument value taken from an earlier step's outcome.
