@@ -1,6 +1,7 @@
 // Package storetest checks that a store behaves as the planexec executor
-// needs: the conformance suite ([Run]) for every PlanStore, IdempotencyStore
-// and ApprovalStore; for durable ones, checks of two handles on one backing
+// needs: the conformance suite ([Run]) for every [store.Store]; a
+// linearizability check of its claims and spends ([Linearizable]); for
+// durable ones, checks of two handles on one backing
 // ([TranscriptsAcrossHandles]) and a crash harness ([CrashAnywhere],
 // [CrashAnywhereInRounds]); and benchmarks every store runs alike.
 // The in-memory store (package store/memory) is the reference: it passes
@@ -20,8 +21,8 @@
 //	}
 //
 // Each subtest opens its own stores and moves its clock by hand, so leases
-// run out when the test says. A store must keep times to the millisecond at
-// least, give back a zero time as zero, keep decimals exact, and keep
+// run out when the test says. A store must keep times to the microsecond (the
+// executor writes none finer), give back a zero time as zero, keep decimals exact, and keep
 // whatever a planner, a tool or a person writes: text (a goal, an intent,
 // an approver, a reason, an error) exactly, whatever it holds — a NUL,
 // control characters, characters of the astral plane, U+2028, a lone
@@ -40,12 +41,16 @@
 //     and exactly one winner among 50 goroutines claiming one key (a store
 //     must be safe to share between goroutines).
 //   - ApprovalStore: round trips (whatever an approver and a reason hold),
-//     replacement, tenants.
-//   - StepStore: when Plans is a [store.StepStore] and the very value
-//     that is Idempotency, CompleteStep and ReleaseStep write both or
-//     neither. Skipped otherwise. (The executor is given one value, and
-//     finds the capability on it; the suite hands it a StepStore in that
-//     case, else a store that writes claims and records apart.)
+//     the first decision standing until an approval expires, tenants.
+//   - StepStore: CompleteStep and ReleaseStep write claim, record and events
+//     together or not at all.
+//   - Boundaries: a save of a run that is gone (SavePlan with Update) is
+//     refused and writes nothing; only the run that took a key resolves it;
+//     Spent leaves out what it is told to; of people deciding one request at
+//     once exactly one does; what a run waits for comes back as written;
+//     every limit is clamped (math.MaxInt, negative); times at the
+//     microsecond come back exactly, and a window's edge is the same to
+//     every store.
 //   - Executor: a plan held for a person, decided, resumed and replayed by
 //     new executors over the same stores.
 //   - Cancellation: runs cancelled at random moments leave no step in doubt

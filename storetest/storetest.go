@@ -47,6 +47,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("Cancellation", func(t *testing.T) { runCancellation(t, open) })
 	t.Run("Rounds", func(t *testing.T) { runRounds(t, open) })
 	t.Run("Transcripts", func(t *testing.T) { runTranscripts(t, open) })
+	t.Run("Boundaries", func(t *testing.T) { runBoundaries(t, open) })
 }
 
 // Clock is a clock a test moves by hand, for stores' WithClock options. It

@@ -103,7 +103,7 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	} else {
 		r.rec.Delegation = clone(rec.Delegation)
 	}
-	r.rec.Waiting = slices.Clone(rec.Waiting)
+	r.rec.Waiting = cloneWaits(rec.Waiting)
 	r.rec.Steps, r.rec.Events, r.rec.Update = nil, nil, false
 	s.appendEvents(k, rec.Events)
 	return nil
@@ -150,7 +150,7 @@ func (s *Store) LoadPlan(_ context.Context, tenant, runID string) (*store.PlanRe
 	c := r.rec
 	c.Plan = clone(r.rec.Plan)
 	c.Delegation = clone(r.rec.Delegation)
-	c.Waiting = slices.Clone(r.rec.Waiting)
+	c.Waiting = cloneWaits(r.rec.Waiting)
 	c.Steps = make(map[string]store.StepRecord, len(r.steps))
 	for id, st := range r.steps {
 		st := *st
@@ -440,7 +440,7 @@ func (s *Store) ListRuns(_ context.Context, tenant string, q store.RunQuery) ([]
 			}
 		}
 		out = append(out, store.RunSummary{RunID: r.rec.RunID, PlanID: r.rec.PlanID, Status: r.rec.Status,
-			Waiting: slices.Clone(r.rec.Waiting), LeaseExpires: r.rec.LeaseExpires, Created: r.rec.Created, Updated: r.rec.Updated})
+			Waiting: cloneWaits(r.rec.Waiting), LeaseExpires: r.rec.LeaseExpires, Created: r.rec.Created, Updated: r.rec.Updated})
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b store.RunSummary) int {
@@ -450,6 +450,16 @@ func (s *Store) ListRuns(_ context.Context, tenant string, q store.RunQuery) ([]
 		return strings.Compare(a.RunID, b.RunID)
 	})
 	return out[:min(len(out), max(q.Limit, 0))], nil
+}
+
+// cloneWaits copies waits with their details: a wait's detail is a
+// document the caller may reuse, as a plan is.
+func cloneWaits(waits []store.Wait) []store.Wait {
+	out := slices.Clone(waits)
+	for i := range out {
+		out[i].Detail = clone(out[i].Detail)
+	}
+	return out
 }
 
 func clone(b json.RawMessage) json.RawMessage {

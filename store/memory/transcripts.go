@@ -180,7 +180,9 @@ func (s *Store) Transcript(_ context.Context, tenant, session string, after int6
 	if after >= int64(len(c.entries)) || limit <= 0 {
 		return nil, nil
 	}
-	page := c.entries[after:min(int64(len(c.entries)), after+int64(limit))]
+	// Never after+limit: a limit as large as math.MaxInt would overflow it.
+	page := c.entries[after:]
+	page = page[:min(len(page), limit)]
 	out := make([]store.TranscriptEntry, len(page))
 	docs := make([]json.RawMessage, len(page))
 	for i, e := range page {

@@ -168,7 +168,10 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		_, err = tx.Exec(ctx, s.q.appendEvents, c.Tenant, c.RunID, eventsParam(c.Events), s.now())
 		return err
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNoRecord):
+		return err // a run that is gone is an answer, not a store that failed
+	case err != nil:
 		return storeErr(op, err)
 	}
 	return nil

@@ -1,0 +1,767 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
+)
+
+// expectNoRecord fails unless err is store.ErrNoRecord as a store's answer,
+// not wrapped in a *store.Error: a caller takes a *store.Error for a store
+// that could not do what was asked, and tries again later, which for a run
+// or key that is not there would never end.
+func expectNoRecord(t *testing.T, what string, err error) {
+	t.Helper()
+	var se *store.Error
+	switch {
+	case !errors.Is(err, store.ErrNoRecord):
+		t.Errorf("%s: %v, want ErrNoRecord", what, err)
+	case errors.As(err, &se):
+		t.Errorf("%s: %v, want ErrNoRecord itself, not a *store.Error: nothing failed", what, err)
+	}
+}
+
+// microsecond is the clock's time cut to the microsecond, the finest the
+// executor writes a time at.
+func (k kit) microsecond() time.Time { return k.clk.Now().Truncate(time.Microsecond) }
+
+// runBoundaries checks the SPI's rules at their edges: SavePlan with Update
+// writing nothing for a run that is gone, Resolve by none but the run that
+// took the key last, Spent's except, one decision of many made at once,
+// waits' details, limits a caller passes (never trusted: the largest reads
+// the rest, a negative one nothing), and times, which the executor writes
+// to the microsecond and every store gives back and compares exactly.
+func runBoundaries(t *testing.T, open Open) {
+	runUpdateBoundaries(t, open)
+	runResolveBoundaries(t, open)
+	runCeilingBoundaries(t, open)
+	runDecisionBoundaries(t, open)
+	runWaitBoundaries(t, open)
+	runLimitBoundaries(t, open)
+	runTimeBoundaries(t, open)
+}
+
+func runUpdateBoundaries(t *testing.T, open Open) {
+	t.Run("SavePlan with Update of a run never saved is ErrNoRecord and writes no plan, step or event", func(t *testing.T) {
+		k := setup(t, open)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())
+		rec.Update, rec.Events = true, eventDocs("refused", 2)
+		expectNoRecord(t, "SavePlan with Update of a run never saved", k.Plans.SavePlan(k.ctx, rec))
+		if got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); !errors.Is(err, store.ErrNoRecord) {
+			t.Errorf("LoadPlan after the refused SavePlan = %s, %v; want ErrNoRecord", showRun(got), err)
+		}
+		// A run made by the refused save would take a step.
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); !errors.Is(err, store.ErrNoRecord) {
+			t.Errorf("SaveStep after the refused SavePlan: %v, want ErrNoRecord", err)
+		}
+		k.expectNoHistory(t, "acme", "run-1")
+		if _, ok := k.lister(); ok {
+			if got := k.listAll(t, "acme", nil, 10); len(got) != 0 {
+				t.Errorf("the refused SavePlan listed %+v", got)
+			}
+		}
+	})
+
+	t.Run("SavePlan without Update creates the run, and with Update replaces it", func(t *testing.T) {
+		k := setup(t, open)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.clk.Now())
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan without Update: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		k.clk.Advance(time.Second)
+		rec.Update, rec.Status, rec.Updated = true, store.RunCompleted, k.clk.Now()
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan with Update of the run: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil || got.Status != store.RunCompleted || len(got.Steps) != 1 {
+			t.Errorf("after SavePlan with Update the run is %s, %v; want it completed with its step", showRun(got), err)
+		}
+	})
+
+	// A run read, then dropped by another (Forget, Prune), then saved by
+	// the execution that read it: the save must not bring it back.
+	dropped := []struct {
+		name string
+		drop func(t *testing.T, k kit)
+	}{
+		{"forgotten", func(t *testing.T, k kit) {
+			if err := k.Plans.Forget(k.ctx, "acme", "run-1"); err != nil {
+				t.Fatalf("Forget: %v", err)
+			}
+		}},
+		{"pruned", func(t *testing.T, k kit) {
+			p, ok := k.Plans.(store.Pruner)
+			if !ok {
+				t.Skip("Plans prunes nothing (store.Pruner)")
+			}
+			k.clk.Advance(time.Hour)
+			if n, err := p.Prune(k.ctx, "acme", k.clk.Now()); err != nil || n.Runs != 1 {
+				t.Fatalf("Prune = %+v, %v; want the run dropped", n, err)
+			}
+		}},
+	}
+	for _, d := range dropped {
+		t.Run("A run "+d.name+" after it was read is not written back by SavePlan with Update", func(t *testing.T) {
+			k := setup(t, open)
+			if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunCompleted, k.clk.Now())); err != nil {
+				t.Fatalf("SavePlan: %v", err)
+			}
+			if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.clk.Now())); err != nil {
+				t.Fatalf("SaveStep: %v", err)
+			}
+			read, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			if err != nil {
+				t.Fatalf("LoadPlan: %v", err)
+			}
+			d.drop(t, k)
+			k.clk.Advance(time.Second)
+			read.Update, read.Status, read.Updated, read.Events = true, store.RunFailed, k.clk.Now(), eventDocs("late", 2)
+			expectNoRecord(t, "SavePlan with Update of a run "+d.name, k.Plans.SavePlan(k.ctx, read))
+			if got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); !errors.Is(err, store.ErrNoRecord) {
+				t.Errorf("LoadPlan of the run %s then saved with Update = %s, %v; want ErrNoRecord", d.name, showRun(got), err)
+			}
+			k.expectNoHistory(t, "acme", "run-1")
+		})
+	}
+}
+
+// showRun renders a loaded run without its documents.
+func showRun(rec *store.PlanRecord) string {
+	if rec == nil {
+		return "no run"
+	}
+	return fmt.Sprintf("{run %s/%s plan %s %s, %d steps}", rec.Tenant, rec.RunID, rec.PlanID, rec.Status, len(rec.Steps))
+}
+
+func runResolveBoundaries(t *testing.T, open Open) {
+	// claimFor asks for theKey for a step of run.
+	claimFor := func(t *testing.T, k kit, run, holder string, takeOver bool) store.Claim {
+		t.Helper()
+		c, err := k.Idempotency.Claim(k.ctx, store.ClaimRequest{Key: theKey, RunID: run, StepID: "s1", Tool: "pay", Holder: holder, Lease: lease, TakeOver: takeOver})
+		if err != nil {
+			t.Fatalf("Claim for %s by %s: %v", run, holder, err)
+		}
+		return c
+	}
+	acquireFor := func(t *testing.T, k kit, run, holder string, takeOver bool) store.Claim {
+		t.Helper()
+		c := claimFor(t, k, run, holder, takeOver)
+		if c.State != store.ClaimAcquired {
+			t.Fatalf("Claim for %s by %s = %s, want acquired", run, holder, showClaim(c))
+		}
+		return c
+	}
+	// look is how theKey answers a run that may not take it over: only
+	// called on a key that is not free, so it takes nothing.
+	look := func(t *testing.T, k kit) store.Claim {
+		t.Helper()
+		c := claimFor(t, k, "run-onlooker", "onlooker", false)
+		if c.State == store.ClaimAcquired {
+			t.Fatalf("an onlooker took the key: %s", showClaim(c))
+		}
+		return c
+	}
+	resolutions := []store.Resolution{{Applied: true, Outcome: json.RawMessage(`"from another run"`)}, {Applied: false}}
+	// refuse fails unless each of others resolving theKey, either way, is
+	// ErrNoRecord, and the key answers as before.
+	refuse := func(t *testing.T, k kit, others ...string) {
+		t.Helper()
+		before := look(t, k)
+		for _, run := range others {
+			for _, r := range resolutions {
+				expectNoRecord(t, fmt.Sprintf("Resolve (applied %v) by run %q, which did not take the key last", r.Applied, run),
+					k.Idempotency.Resolve(k.ctx, theKey, run, r))
+			}
+		}
+		if after := look(t, k); !SameClaim(after, before) {
+			t.Errorf("the refused resolutions changed the key: %s, was %s", showClaim(after), showClaim(before))
+		}
+	}
+
+	cases := []struct {
+		name  string
+		leave func(t *testing.T, k kit, c store.Claim)
+		// then checks that run-1, which holds the key, resolves it as
+		// before, or that its holder still holds it.
+		then func(t *testing.T, k kit, c store.Claim)
+	}{
+		{"held by a live holder",
+			func(t *testing.T, k kit, c store.Claim) { k.clk.Advance(lease / 2) },
+			func(t *testing.T, k kit, c store.Claim) {
+				if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", store.Resolution{}); !errors.Is(err, store.ErrInFlight) {
+					t.Errorf("Resolve by the holder's run while its lease is live: %v, want ErrInFlight", err)
+				}
+				// Its epoch still holds the key: nothing moved it on.
+				if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR-A"`)); err != nil {
+					t.Errorf("the holder's Complete after the refused resolutions: %v", err)
+				}
+				k.expectCompleted(t, theKey, `"PNR-A"`)
+			}},
+		{"released in doubt",
+			func(t *testing.T, k kit, c store.Claim) {
+				if err := k.Idempotency.Release(k.ctx, theKey, c.Epoch, true); err != nil {
+					t.Fatalf("Release in doubt: %v", err)
+				}
+			},
+			func(t *testing.T, k kit, c store.Claim) {
+				if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", store.Resolution{Applied: true, Outcome: json.RawMessage(`"PNR-FOUND"`)}); err != nil {
+					t.Fatalf("Resolve by the run that took the key: %v", err)
+				}
+				k.expectCompleted(t, theKey, `"PNR-FOUND"`)
+			}},
+		{"whose holder's lease ran out",
+			func(t *testing.T, k kit, c store.Claim) { k.clk.Advance(lease + time.Second) },
+			func(t *testing.T, k kit, c store.Claim) {
+				if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", store.Resolution{}); err != nil {
+					t.Fatalf("Resolve by the run that took the key: %v", err)
+				}
+				k.expectFenced(t, theKey, c.Epoch, "the holder whose lease ran out")
+				if again := acquireFor(t, k, "run-1", "worker-b", false); again.Epoch <= c.Epoch {
+					t.Errorf("claim after the resolution at epoch %d, want above %d", again.Epoch, c.Epoch)
+				}
+			}},
+		{"completed",
+			func(t *testing.T, k kit, c store.Claim) {
+				if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR-A"`)); err != nil {
+					t.Fatalf("Complete: %v", err)
+				}
+			},
+			func(t *testing.T, k kit, c store.Claim) {
+				if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", store.Resolution{}); !errors.Is(err, store.ErrCompleted) {
+					t.Errorf("Resolve by the run that took the key: %v, want ErrCompleted", err)
+				}
+				k.expectCompleted(t, theKey, `"PNR-A"`)
+			}},
+	}
+	for _, c := range cases {
+		t.Run("Resolve by a run that did not take the key last is ErrNoRecord and leaves the claim as it was: a key "+c.name, func(t *testing.T) {
+			k := setup(t, open)
+			held := acquireFor(t, k, "run-1", "worker-a", false)
+			c.leave(t, k, held)
+			refuse(t, k, "run-2", "")
+			c.then(t, k, held)
+		})
+	}
+
+	t.Run("A key taken by another run, freed or taken over, is that run's to resolve and no longer the first's", func(t *testing.T) {
+		for _, how := range []string{"freed", "taken over"} {
+			t.Run(how, func(t *testing.T) {
+				k := setup(t, open)
+				first := acquireFor(t, k, "run-1", "worker-a", true)
+				if how == "freed" {
+					if err := k.Idempotency.Release(k.ctx, theKey, first.Epoch, false); err != nil {
+						t.Fatalf("Release: %v", err)
+					}
+				} else {
+					k.clk.Advance(lease + time.Second)
+				}
+				second := acquireFor(t, k, "run-2", "worker-b", true)
+				if err := k.Idempotency.Release(k.ctx, theKey, second.Epoch, true); err != nil {
+					t.Fatalf("Release in doubt: %v", err)
+				}
+				refuse(t, k, "run-1")
+				if err := k.Idempotency.Resolve(k.ctx, theKey, "run-2", store.Resolution{Applied: true, Outcome: json.RawMessage(`"PNR-2"`)}); err != nil {
+					t.Fatalf("Resolve by the run that took the key last: %v", err)
+				}
+				k.expectCompleted(t, theKey, `"PNR-2"`)
+			})
+		}
+	})
+
+	t.Run("A claim that did not take the key does not make its run the one to resolve it", func(t *testing.T) {
+		k := setup(t, open)
+		held := acquireFor(t, k, "run-1", "worker-a", false)
+		for _, takeOver := range []bool{false, true} {
+			if c := claimFor(t, k, "run-2", "worker-b", takeOver); c.State != store.ClaimHeld {
+				t.Fatalf("Claim for run-2 (TakeOver %v) while run-1 holds the key = %s, want held", takeOver, showClaim(c))
+			}
+		}
+		if err := k.Idempotency.Release(k.ctx, theKey, held.Epoch, true); err != nil {
+			t.Fatalf("Release in doubt: %v", err)
+		}
+		if c := claimFor(t, k, "run-2", "worker-b", true); c.State != store.ClaimInDoubt {
+			t.Fatalf("Claim for run-2 of the key in doubt = %s, want in doubt", showClaim(c))
+		}
+		// Straight after run-2's claims: no other claim comes between.
+		for _, r := range resolutions {
+			expectNoRecord(t, fmt.Sprintf("Resolve (applied %v) by run-2, whose claims found the key taken", r.Applied),
+				k.Idempotency.Resolve(k.ctx, theKey, "run-2", r))
+		}
+		if err := k.Idempotency.Resolve(k.ctx, theKey, "run-1", store.Resolution{}); err != nil {
+			t.Fatalf("Resolve by the run that took the key: %v", err)
+		}
+	})
+}
+
+func runCeilingBoundaries(t *testing.T, open Open) {
+	t.Run("Spent leaves out the spends of the keys in except, and none for a nil or empty except", func(t *testing.T) {
+		k := setup(t, open)
+		c, ok := k.Plans.(store.CeilingStore)
+		if !ok {
+			t.Skip("Plans counts no ceilings (store.CeilingStore)")
+		}
+		d := decimal.RequireFromString
+		const window = time.Hour
+		at := k.microsecond()
+		for _, sp := range []store.Spend{
+			{Tenant: "acme", Grant: "g", Key: "k0", Amount: d("80"), At: at.Add(-2 * window)}, // outside the window
+			{Tenant: "acme", Grant: "g", Key: "k1", Amount: d("1.25"), At: at},
+			{Tenant: "acme", Grant: "g", Key: "k2", Amount: d("20"), At: at},
+			{Tenant: "acme", Grant: "g", Key: "k3", Amount: d("400"), At: at.Add(time.Second)},
+			{Tenant: "acme", Grant: "other", Key: "k2", Amount: d("7000"), At: at},
+		} {
+			if err := c.Spend(k.ctx, sp, window, d("10000")); err != nil {
+				t.Fatalf("Spend %s of %s: %v", sp.Key, sp.Grant, err)
+			}
+		}
+		for _, tc := range []struct {
+			except []string
+			want   string
+		}{
+			{nil, "421.25"},
+			{[]string{}, "421.25"},
+			{[]string{"k2"}, "401.25"},
+			{[]string{"k1", "k3"}, "20"},
+			{[]string{"k3", "k2", "k1"}, "0"},
+			{[]string{"k0", "nobody's"}, "421.25"},
+		} {
+			got, err := c.Spent(k.ctx, "g", at, window, tc.except)
+			if err != nil || !got.Equal(d(tc.want)) {
+				t.Errorf("Spent except %q = %s, %v; want %s", tc.except, got, err, tc.want)
+			}
+		}
+	})
+}
+
+func runDecisionBoundaries(t *testing.T, open Open) {
+	t.Run("Of people approving and denying one request at once, exactly one decides it, and the decision recorded is theirs", func(t *testing.T) {
+		k := setup(t, open)
+		const people, requests = 8, 4
+		for r := range requests {
+			id := fmt.Sprint("rec-", r)
+			at := k.microsecond()
+			decisions := make([]planexec.Decision, people)
+			for i := range decisions {
+				decisions[i] = planexec.Decision{RequestID: id, Status: planexec.Approved, Approver: fmt.Sprint("person-", i), DecidedAt: at}
+				switch i % 3 {
+				case 1:
+					decisions[i].Expires = at.Add(time.Hour)
+				case 2:
+					decisions[i].Status, decisions[i].Why = planexec.Denied, fmt.Sprint("no, says person-", i)
+				}
+			}
+			errs := make([]error, people)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i, d := range decisions {
+				wg.Go(func() {
+					<-start
+					errs[i] = k.Approvals.SaveDecision(k.ctx, "acme", d)
+				})
+			}
+			close(start)
+			wg.Wait()
+			won := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && won >= 0:
+					t.Errorf("%s: both %s and %s were recorded", id, decisions[won].Approver, decisions[i].Approver)
+				case err == nil:
+					won = i
+				case !errors.Is(err, store.ErrDecided):
+					t.Errorf("%s: SaveDecision by %s: %v, want nil or ErrDecided", id, decisions[i].Approver, err)
+				}
+			}
+			if won < 0 {
+				t.Errorf("%s: no decision was recorded", id)
+				continue
+			}
+			got, err := k.Approvals.Decision(k.ctx, "acme", id)
+			if err != nil {
+				t.Fatalf("Decision %s: %v", id, err)
+			}
+			for _, diff := range diffDecision(got, decisions[won]) {
+				t.Errorf("%s, recorded for %s, the one that succeeded: %s", id, decisions[won].Approver, diff)
+			}
+		}
+	})
+}
+
+func runWaitBoundaries(t *testing.T, open Open) {
+	t.Run("What a run waits for comes back with its detail as the same JSON, from LoadPlan and from ListRuns, and a call with its key", func(t *testing.T) {
+		k := setup(t, open)
+		// waits are what the run waits for, each time anew: the store
+		// must keep its own copy of each detail.
+		waits := func() []store.Wait {
+			return []store.Wait{
+				{StepID: "s2", Tool: "book_flight", Request: "sha256:req", Detail: json.RawMessage("{\"request\" : {\"id\":\"sha256:req\",\n" +
+					`"arguments": {"fare":412.50,"big":9007199254740993,"note":"<a & b> \u0000 \ud83d\ude00 \u2028"}}, "tiny": 1e-30}`)},
+				{StepID: "s3", Tool: "confirm", Call: "call_1", Key: "sha256:k3", Detail: json.RawMessage(`{"call":{"id":"call_1","args":[1,2.0,"x",null,true,{}]}}`)},
+				{StepID: "s4", Tool: "pay", Key: "sha256:k4"},
+			}
+		}
+		scribble := func(ws []store.Wait) {
+			for _, w := range ws {
+				copy(w.Detail, `{"XXX":`)
+			}
+		}
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunAwaitingTool, k.clk.Now())
+		rec.Waiting = waits()
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		scribble(rec.Waiting) // the caller reuses its buffers
+		for i := range 2 {
+			got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			if err != nil {
+				t.Fatalf("LoadPlan: %v", err)
+			}
+			if !sameWaits(got.Waiting, waits()) {
+				t.Errorf("LoadPlan %d: waits %s, want %s", i+1, showWaits(got.Waiting), showWaits(waits()))
+			}
+			scribble(got.Waiting) // the reader scribbles on what it loaded
+		}
+		if _, ok := k.lister(); !ok {
+			return
+		}
+		for i := range 2 {
+			listed := k.listAll(t, "acme", []store.RunStatus{store.RunAwaitingTool}, 10)
+			if len(listed) != 1 {
+				t.Fatalf("ListRuns %d: %+v, want run-1", i+1, listed)
+			}
+			if !sameWaits(listed[0].Waiting, waits()) {
+				t.Errorf("ListRuns %d: waits %s, want %s", i+1, showWaits(listed[0].Waiting), showWaits(waits()))
+			}
+			scribble(listed[0].Waiting)
+		}
+	})
+}
+
+// showWaits renders waits with their details as text.
+func showWaits(ws []store.Wait) string {
+	s := "["
+	for i, w := range ws {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("{%s %s request %q key %q call %q detail %s}", w.StepID, w.Tool, w.Request, w.Key, w.Call, w.Detail)
+	}
+	return s + "]"
+}
+
+func runLimitBoundaries(t *testing.T, open Open) {
+	negative := []int{-1, math.MinInt}
+
+	t.Run("Events with a limit of math.MaxInt gives the rest of the history, and with a negative limit none", func(t *testing.T) {
+		k := setup(t, open)
+		h, ok := k.history()
+		if !ok {
+			t.Skip("Plans keeps no histories (store.EventStore)")
+		}
+		docs := eventDocs("e", 5)
+		if err := h.AppendEvents(k.ctx, "acme", "run-1", docs); err != nil {
+			t.Fatalf("AppendEvents: %v", err)
+		}
+		for _, after := range []int64{0, 1, 4} {
+			got, err := h.Events(k.ctx, "acme", "run-1", after, math.MaxInt)
+			if err != nil || len(got) != len(docs)-int(after) {
+				t.Errorf("Events after %d, limit math.MaxInt = %d events, %v; want the %d after it", after, len(got), err, len(docs)-int(after))
+				continue
+			}
+			for i, e := range got {
+				if want := after + int64(i) + 1; e.Seq != want || string(e.Event) != string(docs[want-1]) {
+					t.Errorf("event %d after %d = %d %s, want %d %s", i, after, e.Seq, e.Event, want, docs[want-1])
+				}
+			}
+		}
+		for _, after := range []int64{5, math.MaxInt64} {
+			if got, err := h.Events(k.ctx, "acme", "run-1", after, math.MaxInt); err != nil || len(got) != 0 {
+				t.Errorf("Events after %d of 5, limit math.MaxInt = %d events, %v; want none, no error", after, len(got), err)
+			}
+		}
+		for _, limit := range negative {
+			if got, err := h.Events(k.ctx, "acme", "run-1", 1, limit); err != nil || len(got) != 0 {
+				t.Errorf("Events with limit %d = %d events, %v; want none, no error", limit, len(got), err)
+			}
+		}
+	})
+
+	t.Run("ListRuns with a limit of math.MaxInt lists every run asked for, and with a negative limit none", func(t *testing.T) {
+		k := setup(t, open)
+		l, ok := k.lister()
+		if !ok {
+			t.Skip("Plans does not list runs (store.RunLister)")
+		}
+		statuses := []store.RunStatus{store.RunCompleted, store.RunFailed, store.RunCompleted, store.RunInterrupted}
+		for i, st := range statuses {
+			if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", fmt.Sprint("run-", i), samplePlan("plan-1"), st, k.clk.Now())); err != nil {
+				t.Fatalf("SavePlan: %v", err)
+			}
+			k.clk.Advance(time.Second)
+		}
+		ids := func(rs []store.RunSummary) []string {
+			var out []string
+			for _, r := range rs {
+				out = append(out, r.RunID)
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			q    store.RunQuery
+			want []string
+		}{
+			{store.RunQuery{}, []string{"run-3", "run-2", "run-1", "run-0"}},
+			{store.RunQuery{Statuses: []store.RunStatus{store.RunCompleted}}, []string{"run-2", "run-0"}},
+			{store.RunQuery{Statuses: []store.RunStatus{store.RunCompleted, store.RunFailed}}, []string{"run-2", "run-1", "run-0"}},
+		} {
+			q := tc.q
+			q.Limit = math.MaxInt
+			got, err := l.ListRuns(k.ctx, "acme", q)
+			if err != nil || !slices.Equal(ids(got), tc.want) {
+				t.Errorf("ListRuns of %v, limit math.MaxInt = %v, %v; want %v", q.Statuses, ids(got), err, tc.want)
+				continue
+			}
+			// From a cursor too: the rest after the first.
+			q.AfterUpdated, q.AfterRunID = got[0].Updated, got[0].RunID
+			if got, err := l.ListRuns(k.ctx, "acme", q); err != nil || !slices.Equal(ids(got), tc.want[1:]) {
+				t.Errorf("ListRuns of %v after %s, limit math.MaxInt = %v, %v; want %v", q.Statuses, tc.want[0], ids(got), err, tc.want[1:])
+			}
+			for _, limit := range negative {
+				q := tc.q
+				q.Limit = limit
+				if got, err := l.ListRuns(k.ctx, "acme", q); err != nil || len(got) != 0 {
+					t.Errorf("ListRuns of %v, limit %d = %v, %v; want none, no error", q.Statuses, limit, ids(got), err)
+				}
+			}
+		}
+	})
+
+	t.Run("Stalled with a limit of math.MaxInt lists every stalled run, and with a negative limit none", func(t *testing.T) {
+		k := setup(t, open)
+		r, ok := k.Plans.(store.Recoverer)
+		if !ok {
+			t.Skip("Plans recovers nothing (store.Recoverer)")
+		}
+		for _, run := range []string{"run-1", "run-2", "run-3"} {
+			if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", run, samplePlan("plan-1"), store.RunInterrupted, k.clk.Now())); err != nil {
+				t.Fatalf("SavePlan: %v", err)
+			}
+		}
+		if got, err := r.Stalled(k.ctx, k.clk.Now(), math.MaxInt); err != nil || len(got) != 3 {
+			t.Errorf("Stalled, limit math.MaxInt = %+v, %v; want the 3 stalled runs", got, err)
+		}
+		for _, limit := range negative {
+			if got, err := r.Stalled(k.ctx, k.clk.Now(), limit); err != nil || len(got) != 0 {
+				t.Errorf("Stalled, limit %d = %+v, %v; want none, no error", limit, got, err)
+			}
+		}
+	})
+
+	t.Run("Transcript with a limit of math.MaxInt gives the rest of the transcript, and with a negative limit none", func(t *testing.T) {
+		k := setup(t, open)
+		ts, ok := k.transcripts()
+		if !ok {
+			t.Skip("Plans keeps no conversations (store.TranscriptStore)")
+		}
+		if err := ts.CreateSession(k.ctx, store.SessionRecord{Tenant: "acme", ID: "s-1", Doc: sessionDoc("tea")}); err != nil {
+			t.Fatalf("CreateSession: %v", err)
+		}
+		docs := entryDocs("e", 4)
+		if _, err := ts.AppendEntries(k.ctx, "acme", "s-1", docs); err != nil {
+			t.Fatalf("AppendEntries: %v", err)
+		}
+		for _, after := range []int64{0, 1, 3} {
+			got, err := ts.Transcript(k.ctx, "acme", "s-1", after, math.MaxInt)
+			if err != nil || len(got) != len(docs)-int(after) {
+				t.Errorf("Transcript after %d, limit math.MaxInt = %d entries, %v; want the %d after it", after, len(got), err, len(docs)-int(after))
+				continue
+			}
+			for i, e := range got {
+				if want := after + int64(i) + 1; e.Seq != want || string(e.Entry) != string(docs[want-1]) {
+					t.Errorf("entry %d after %d = %d %s, want %d %s", i, after, e.Seq, e.Entry, want, docs[want-1])
+				}
+			}
+		}
+		for _, after := range []int64{4, math.MaxInt64} {
+			if got, err := ts.Transcript(k.ctx, "acme", "s-1", after, math.MaxInt); err != nil || len(got) != 0 {
+				t.Errorf("Transcript after %d of 4, limit math.MaxInt = %d entries, %v; want none, no error", after, len(got), err)
+			}
+		}
+		for _, limit := range negative {
+			if got, err := ts.Transcript(k.ctx, "acme", "s-1", 1, limit); err != nil || len(got) != 0 {
+				t.Errorf("Transcript with limit %d = %d entries, %v; want none, no error", limit, len(got), err)
+			}
+		}
+	})
+}
+
+func runTimeBoundaries(t *testing.T, open Open) {
+	t.Run("Every time the executor writes at a microsecond comes back exactly", func(t *testing.T) {
+		k := setup(t, open)
+		at := k.microsecond()
+		created, updated := at, at.Add(time.Second+7*time.Microsecond)
+		expires := at.Add(time.Minute + 13*time.Microsecond)
+		finished := at.Add(500*time.Millisecond + 3*time.Microsecond) // before updated: it does not move it
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, created)
+		rec.Updated, rec.Holder, rec.LeaseExpires = updated, "worker-1", expires
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", finished)); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		exact := func(what string, got, want time.Time) {
+			t.Helper()
+			if !got.Equal(want) {
+				t.Errorf("%s = %v, want %v exactly", what, got, want)
+			}
+		}
+		exact("Created", got.Created, created)
+		exact("Updated", got.Updated, updated)
+		exact("LeaseExpires", got.LeaseExpires, expires)
+		exact("a step's Finished", got.Steps["s1"].Finished, finished)
+		if _, ok := k.lister(); ok {
+			listed := k.listAll(t, "acme", nil, 10)
+			if len(listed) != 1 {
+				t.Fatalf("listed %+v, want run-1", listed)
+			}
+			exact("Created as listed", listed[0].Created, created)
+			exact("Updated as listed", listed[0].Updated, updated)
+			exact("LeaseExpires as listed", listed[0].LeaseExpires, expires)
+		}
+		d := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana", DecidedAt: at.Add(2 * time.Microsecond),
+			Expires: at.Add(time.Hour + 9*time.Microsecond)}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", d); err != nil {
+			t.Fatalf("SaveDecision: %v", err)
+		}
+		if gotD, err := k.Approvals.Decision(k.ctx, "acme", "rec-1"); err != nil {
+			t.Errorf("Decision: %v", err)
+		} else {
+			exact("DecidedAt", gotD.DecidedAt, d.DecidedAt)
+			exact("Expires", gotD.Expires, d.Expires)
+		}
+	})
+
+	t.Run("Paging after a run goes on with the run updated a microsecond before it", func(t *testing.T) {
+		k := setup(t, open)
+		if _, ok := k.lister(); !ok {
+			t.Skip("Plans does not list runs (store.RunLister)")
+		}
+		at := k.microsecond()
+		// run-c is the latest, then run-b and run-a a microsecond apart: by
+		// their run ids alone, as a store keeping milliseconds would tie
+		// them, they would be listed the other way.
+		for i, run := range []string{"run-a", "run-b", "run-c"} {
+			if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", run, samplePlan("plan-1"), store.RunCompleted, at.Add(time.Duration(i)*time.Microsecond))); err != nil {
+				t.Fatalf("SavePlan: %v", err)
+			}
+		}
+		var got []string
+		for _, r := range k.listAll(t, "acme", nil, 1) {
+			got = append(got, r.RunID)
+		}
+		if want := []string{"run-c", "run-b", "run-a"}; !slices.Equal(got, want) {
+			t.Errorf("pages of one listed %v, want %v", got, want)
+		}
+	})
+
+	t.Run("A spend at exactly at-window is outside the window and one a microsecond later inside, to Spend and to Spent", func(t *testing.T) {
+		k := setup(t, open)
+		c, ok := k.Plans.(store.CeilingStore)
+		if !ok {
+			t.Skip("Plans counts no ceilings (store.CeilingStore)")
+		}
+		d := decimal.RequireFromString
+		const window = time.Hour
+		at := k.microsecond()
+		spend := func(key, amount string, when time.Time) error {
+			return c.Spend(k.ctx, store.Spend{Tenant: "acme", Grant: "g", Key: key, Amount: d(amount), At: when}, window, d("100"))
+		}
+		if err := spend("edge", "1", at.Add(-window)); err != nil {
+			t.Fatal(err)
+		}
+		if err := spend("inside", "10", at.Add(-window+time.Microsecond)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.Spent(k.ctx, "g", at, window, nil); err != nil || !got.Equal(d("10")) {
+			t.Errorf("Spent = %s, %v; want 10, the spend a microsecond inside the window and not the one at its edge", got, err)
+		}
+		// 10 inside and 90 more is the ceiling: the spend at the edge must
+		// not count.
+		if err := spend("up-to", "90", at); err != nil {
+			t.Errorf("a spend that reaches the ceiling with the spend inside the window: %v", err)
+		}
+		// And the spend inside must.
+		if err := spend("past", "0.01", at); !errors.Is(err, store.ErrCeiling) {
+			t.Errorf("a spend 0.01 past the ceiling: %v, want ErrCeiling", err)
+		}
+	})
+
+	t.Run("An approval stands until the microsecond it expires, and gives way at it", func(t *testing.T) {
+		k := setup(t, open)
+		at := k.microsecond()
+		expires := at.Add(time.Hour + 5*time.Microsecond)
+		approved := planexec.Decision{RequestID: "rec-1", Status: planexec.Approved, Approver: "dana", DecidedAt: at, Expires: expires}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", approved); err != nil {
+			t.Fatalf("SaveDecision: %v", err)
+		}
+		denied := planexec.Decision{RequestID: "rec-1", Status: planexec.Denied, Approver: "lee", Why: "late", DecidedAt: expires.Add(-time.Microsecond)}
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", denied); !errors.Is(err, store.ErrDecided) {
+			t.Errorf("a denial a microsecond before the approval expires: %v, want ErrDecided", err)
+		}
+		denied.DecidedAt = expires
+		if err := k.Approvals.SaveDecision(k.ctx, "acme", denied); err != nil {
+			t.Errorf("a denial as the approval expires: %v", err)
+		}
+		if got, err := k.Approvals.Decision(k.ctx, "acme", "rec-1"); err != nil || got.Status != planexec.Denied {
+			t.Errorf("Decision = %+v, %v; want the denial", got, err)
+		}
+	})
+
+	t.Run("A running run is stalled from the microsecond its lease ends, not a microsecond before", func(t *testing.T) {
+		k := setup(t, open)
+		r, ok := k.Plans.(store.Recoverer)
+		if !ok {
+			t.Skip("Plans recovers nothing (store.Recoverer)")
+		}
+		at := k.microsecond()
+		expires := at.Add(time.Minute + 11*time.Microsecond)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, at)
+		rec.Holder, rec.LeaseExpires = "worker-1", expires
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan: %v", err)
+		}
+		ref := store.RunRef{Tenant: "acme", RunID: "run-1"}
+		before := expires.Add(-time.Microsecond)
+		if got, err := r.Stalled(k.ctx, before, 10); err != nil || len(got) != 0 {
+			t.Errorf("Stalled a microsecond before the lease ends = %+v, %v; want none", got, err)
+		}
+		if took, err := r.TakeRun(k.ctx, ref, "worker-2", before, time.Minute); err != nil || took {
+			t.Errorf("TakeRun a microsecond before the lease ends = %v, %v; want false", took, err)
+		}
+		if got, err := r.Stalled(k.ctx, expires, 10); err != nil || len(got) != 1 || got[0] != ref {
+			t.Errorf("Stalled as the lease ends = %+v, %v; want run-1", got, err)
+		}
+		if took, err := r.TakeRun(k.ctx, ref, "worker-2", expires, time.Minute); err != nil || !took {
+			t.Errorf("TakeRun as the lease ends = %v, %v; want true", took, err)
+		}
+	})
+}
