@@ -671,9 +671,9 @@ func (c *linClaimant) next(ctx context.Context, h *linHistory, idem store.Idempo
 		return
 	}
 	// A write under the epoch the client holds, or the newest one taken, or
-	// one it saw (often fenced): always one a claim of the key was given, as
-	// an executor's writes are. A client that knows none writes to a key
-	// nobody claims instead.
+	// one it saw (often fenced), as an executor's writes are. A client that
+	// knows none writes under an early epoch, to the key (whose first claim
+	// may be committing meanwhile) or to a key nobody claims.
 	last, ok := c.hints.get(key)
 	mineEpoch, held := c.held[key]
 	n := rng.IntN(4)
@@ -691,6 +691,8 @@ func (c *linClaimant) next(ctx context.Context, h *linHistory, idem store.Idempo
 		in.epoch = mineEpoch
 	case ok:
 		in.epoch = last.epoch
+	case rng.IntN(2) == 0:
+		in.epoch = 1 + rng.Int64N(2)
 	default:
 		key, in.key, in.epoch = linUnclaimed(gen), linUnclaimed(gen), 1+rng.Int64N(2)
 	}

@@ -64,9 +64,10 @@ const resolveSQL = `UPDATE {s}.claims SET epoch = epoch + 1,
 WHERE tenant = $1 AND key = $2 AND run_id = $7 AND state IN ('free', 'acquired', 'in_doubt') AND version BETWEEN 1 AND $6
 	AND NOT (state = 'acquired' AND lease_expires > coalesce($5::timestamptz, now()))`
 
-// claimExistsSQL tells, after a write that did not apply, a key nobody
-// claimed from one claimed by someone else.
-const claimExistsSQL = `SELECT EXISTS (SELECT 1 FROM {s}.claims WHERE tenant = $1 AND key = $2)`
+// heldBySQL tells, after a fenced write that did not apply, a key nobody
+// claimed (NULL) from one another epoch holds (false) and one the writer's
+// epoch came to hold since (true). Parameters: tenant, key, epoch.
+const heldBySQL = `SELECT (SELECT state = 'acquired' AND epoch = $3 FROM {s}.claims WHERE tenant = $1 AND key = $2)`
 
 // claimAttempts bounds how often Claim tries again when the key changes
 // between its two statements.
@@ -140,19 +141,29 @@ func (s *Store) Release(ctx context.Context, key store.Key, epoch int64, inDoubt
 // ErrNoRecord for a key never claimed, ErrFenced for an epoch that no longer
 // holds the key (epochs only go up, so it never will again).
 func (s *Store) fencedWrite(ctx context.Context, op, sql string, key store.Key, epoch int64, args ...any) error {
-	tag, err := s.exec(ctx, sql, append([]any{key.Tenant, key.Digest, epoch}, args...)...)
-	switch {
-	case err != nil:
-		return storeErr(op, err)
-	case tag.RowsAffected() == 1:
-		return nil
+	for range claimAttempts {
+		tag, err := s.exec(ctx, sql, append([]any{key.Tenant, key.Digest, epoch}, args...)...)
+		switch {
+		case err != nil:
+			return storeErr(op, err)
+		case tag.RowsAffected() == 1:
+			return nil
+		}
+		// Why not, as the key's row stands now: none, or another epoch's.
+		// A row that came to be held by epoch since the write (the key's
+		// first claim committed in between) is written again.
+		var holds *bool
+		if err := s.scan(ctx, s.q.heldBy, []any{key.Tenant, key.Digest, epoch}, &holds); err != nil {
+			return storeErr(op, err)
+		}
+		switch {
+		case holds == nil:
+			return store.ErrNoRecord
+		case !*holds:
+			return store.ErrFenced
+		}
 	}
-	if exists, err := s.claimExists(ctx, key); err != nil {
-		return storeErr(op, err)
-	} else if exists {
-		return store.ErrFenced
-	}
-	return store.ErrNoRecord
+	return storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", key.Digest, claimAttempts))
 }
 
 // Resolve implements store.IdempotencyStore.
@@ -188,10 +199,4 @@ func (s *Store) Resolve(ctx context.Context, key store.Key, run string, r store.
 		}
 	}
 	return storeErr(op, fmt.Errorf("key %s changed under each of %d attempts", key.Digest, claimAttempts))
-}
-
-func (s *Store) claimExists(ctx context.Context, key store.Key) (bool, error) {
-	var exists bool
-	err := s.scan(ctx, s.q.claimExists, []any{key.Tenant, key.Digest}, &exists)
-	return exists, err
 }

@@ -189,20 +189,20 @@ func micros(d time.Duration) int64 { return d.Microseconds() }
 
 // queries holds every statement with the schema filled in.
 type queries struct {
-	claim, held, extend, complete, release, resolve, claimExists string
-	completeStep, releaseStep, whyNot                            string
-	lockPlan, writePlan, saveStep, loadPlan                      string
-	forgetPlan, forgetSteps, lockHistory, forgetHistory          string
-	appendEvents, events, listRuns, listRunsByStatus             string
-	decision, saveDecision                                       string
-	lockGrant, spend, spent                                      string
-	pruneLock, pruneRuns, dropPlans, dropClaims, dropSteps       string
-	lockHistories, dropHistories, orphanHistories                string
-	dropDecisions, dropSpends                                    string
-	stalled, takeRun, extendRun                                  string
-	createSession, session, takeTurn, writeTurn, appendEntries   string
-	sessionSeq, cancelTurn, transcript, sessionExists            string
-	appendAfter                                                  string
+	claim, held, heldBy, extend, complete, release, resolve    string
+	completeStep, releaseStep, whyNot                          string
+	lockPlan, writePlan, saveStep, loadPlan                    string
+	forgetPlan, forgetSteps, lockHistory, forgetHistory        string
+	appendEvents, events, listRuns, listRunsByStatus           string
+	decision, saveDecision                                     string
+	lockGrant, spend, spent                                    string
+	pruneLock, pruneRuns, dropPlans, dropClaims, dropSteps     string
+	lockHistories, dropHistories, orphanHistories              string
+	dropDecisions, dropSpends                                  string
+	stalled, takeRun, extendRun                                string
+	createSession, session, takeTurn, writeTurn, appendEntries string
+	sessionSeq, cancelTurn, transcript, sessionExists          string
+	appendAfter                                                string
 }
 
 func buildQueries(schema string) queries {
@@ -214,7 +214,7 @@ func buildQueries(schema string) queries {
 		complete:         in(fencedSQL(completeSet)),
 		release:          in(fencedSQL(releaseSet)),
 		resolve:          in(resolveSQL),
-		claimExists:      in(claimExistsSQL),
+		heldBy:           in(heldBySQL),
 		completeStep:     in(jointSQL(completeSet)),
 		releaseStep:      in(jointSQL(releaseSet)),
 		whyNot:           in(whyNotSQL),

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/planexec/planexec/internal/storecodec"
@@ -91,12 +92,30 @@ func readClaim(ctx context.Context, tx on, key store.Key) (store.ClaimRow, error
 }
 
 // held runs q, a write of the holder of epoch (args come first, then the
-// key and the epoch), and tells why it changed nothing: ErrNoRecord for a key
-// with no row, ErrFenced otherwise. Prune deletes no row a holder holds, so
-// a key whose row went away in between was not the caller's any more
-// either way.
+// key and the epoch), and tells why it changed nothing: ErrNoRecord for a
+// key with no row, ErrFenced for one epoch does not hold. A key whose row
+// came to be held by epoch between the write and the look (its first claim
+// committed in between) is written again: the answer is always true at a
+// moment of the call.
 func held(ctx context.Context, o on, q string, key store.Key, epoch int64, args ...any) error {
-	return fenced(ctx, o, q, append(args, key.Tenant, key.Digest, epoch), qClaimExists, key.Tenant, key.Digest)
+	args = append(args, key.Tenant, key.Digest, epoch)
+	for range 3 {
+		n, err := o.affected(ctx, q, args...)
+		if err != nil || n == 1 {
+			return err
+		}
+		var holds bool
+		err = o.row(ctx, qClaimHeldBy, epoch, key.Tenant, key.Digest).Scan(&holds)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.ErrNoRecord
+		case err != nil:
+			return err
+		case !holds:
+			return store.ErrFenced
+		}
+	}
+	return fmt.Errorf("key %s changed under each of 3 writes", key.Digest)
 }
 
 // fenced runs the write q, meant to change the one row that exists (a

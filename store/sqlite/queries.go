@@ -53,6 +53,9 @@ const (
 			run_id = ?, step_id = ?, tool = ?, version = ?, per_tenant = ?, written = ?
 		WHERE tenant = ? AND key = ?`
 	qClaimExists = `SELECT 1 FROM claims WHERE tenant = ? AND key = ?`
+	// qClaimHeldBy tells whether an epoch holds a key, after a write of its
+	// holder changed nothing.
+	qClaimHeldBy = `SELECT state = 'acquired' AND epoch = ? FROM claims WHERE tenant = ? AND key = ?`
 	// The three writes of a holder change the row only while its epoch
 	// holds the key. Each, as every write of a claim, sets when it was
 	// written (the last argument before the key).
@@ -154,7 +157,7 @@ const (
 var (
 	writes = []string{qPlanHead, qPlanSave, qPlanTouch, qPlanDelete, qStepSave, qStepsDelete,
 		qEventAdd, qEventsDelete,
-		qClaimNew, qClaimGet, qClaimTake, qClaimExists, qClaimExtend, qClaimComplete, qClaimRelease, qClaimResolve,
+		qClaimNew, qClaimGet, qClaimTake, qClaimExists, qClaimHeldBy, qClaimExtend, qClaimComplete, qClaimRelease, qClaimResolve,
 		qDecisionSave, qDecisionGet,
 		qSpendKnown, qSpendWindow, qSpendAdd,
 		qRunTake, qPlanRecord, qRunExtend, qRunExists,
