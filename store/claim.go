@@ -30,9 +30,10 @@ type ClaimState int
 
 // Claim states.
 const (
-	// ClaimFree is a row's state only, never an answer: the key was given
-	// up (its effect did not happen) and anyone may take it. The row keeps
-	// its epoch, so that fencing still holds. It is the zero ClaimState.
+	// ClaimFree: the key was given up (its effect did not happen) and
+	// anyone may take it. The row keeps its epoch, so that fencing still
+	// holds. As an answer, only to a request that peeks (ClaimRequest.Peek).
+	// It is the zero ClaimState.
 	ClaimFree ClaimState = iota
 	// ClaimAcquired: the caller holds the key under Epoch and may run the step.
 	ClaimAcquired
@@ -63,6 +64,11 @@ type ClaimRequest struct {
 	// PerTenant says the key names an effect once per tenant, not once per
 	// run: Pruner.Prune never drops its claim.
 	PerTenant bool
+	// Peek asks what the key holds without taking it: the store writes
+	// nothing, and a key the request would take (unclaimed, free, or whose
+	// holder's lease ran out where TakeOver allows taking it) answers
+	// ClaimFree.
+	Peek bool
 }
 
 // Claim is a store's answer to a ClaimRequest.
@@ -101,8 +107,17 @@ type ClaimRow struct {
 // with Take; otherwise answer is what Claim returns: the outcome of a
 // completed key, the holder of a key in flight (ClaimHeld) or in doubt. A
 // lease that ran out on a caller who may not take it over is in doubt: its
-// holder may have done the effect.
+// holder may have done the effect. A request that only peeks (req.Peek) is
+// never told to take: a key it would take answers ClaimFree.
 func (r ClaimRow) Answer(req ClaimRequest, now time.Time) (answer Claim, take bool) {
+	answer, take = r.answer(req, now)
+	if take && req.Peek {
+		return Claim{State: ClaimFree, Epoch: r.Epoch}, false
+	}
+	return answer, take
+}
+
+func (r ClaimRow) answer(req ClaimRequest, now time.Time) (answer Claim, take bool) {
 	switch r.State {
 	case ClaimCompleted:
 		return Claim{State: ClaimCompleted, Epoch: r.Epoch, Outcome: r.Outcome}, false

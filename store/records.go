@@ -92,10 +92,12 @@ type PlanRecord struct {
 	// Delegation is the delegation the run acts under, the JSON document
 	// the executor wrote, so that any replica can pick the run up.
 	Delegation json.RawMessage
-	// Holder is the execution running the run, until LeaseExpires, which it
-	// moves on while it runs (Recoverer.ExtendRun); both are zero unless the
-	// run is running. A running run whose lease ran out was left by an
-	// executor that died: Recoverer.Stalled finds it.
+	// Holder is the execution that saves the record, and holds the run
+	// until LeaseExpires (moved on while it runs: Recoverer.ExtendRun); a
+	// zero LeaseExpires lets the run go, and no holder is kept. A record
+	// another holder keeps, its lease not run out, is not saved over:
+	// SavePlan is ErrFenced. A running run whose lease ran out was left by
+	// an execution that died: Recoverer.Stalled finds it.
 	Holder       string
 	LeaseExpires time.Time
 	// Events are appended to the run's history in the same write, by a

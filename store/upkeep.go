@@ -35,8 +35,12 @@ type CeilingStore interface {
 	// replica whose clock runs ahead still counts), plus s.Amount, would
 	// exceed ceiling: then it is ErrCeiling and nothing is recorded. The
 	// check and the record are one atomic step against every other Spend.
-	// A spend whose grant and key are already recorded records nothing and
-	// succeeds.
+	// A spend whose grant and key are already recorded (a step acting again
+	// after a try that did not happen, or was interrupted) is moved to
+	// s.At, with s.Amount: checked against the window at s.At as a new
+	// spend, without its old record, and left as it was when that would
+	// pass the ceiling (ErrCeiling). A step spends once, at the time it
+	// last acted.
 	Spend(ctx context.Context, s Spend, window time.Duration, ceiling decimal.Decimal) error
 	// Spent sums what grant spent after at-window, but for the spends of
 	// the keys in except (steps being cleared again, whose amounts the
