@@ -16,10 +16,13 @@
 // With no model configured it plans with a scripted model: no key, no
 // network. Standard input that is not a terminal, without -yes, denies.
 //
-// The provider adapters are not compiled into the default build: with -model
-// and the provider's key set, the command builds itself again with them
-// (go run -tags providers) and hands over; the first such run compiles the
-// providers' SDKs.
+// The default build has neither the provider adapters nor the durable
+// stores, which its run does not use, so that the first run does not wait
+// for the providers' SDKs and the database drivers (a pure-Go SQLite among
+// them) to compile. With -model and the provider's key set, or with -store,
+// the command builds itself again with what the flags need (go build -tags
+// providers, stores, or providers,stores) and hands over, passing Ctrl-C on;
+// the first such run compiles those SDKs or drivers.
 //
 // With -store the run is durable: interrupt it (Ctrl-C, or kill it) and run
 // the same command again, and it resumes the stored plan where it stopped,
@@ -34,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"os"
 	"os/exec"
@@ -42,6 +46,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -49,10 +55,6 @@ import (
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/examples/internal/trip"
-	"github.com/planexec/planexec/store"
-	"github.com/planexec/planexec/store/memory"
-	"github.com/planexec/planexec/store/postgres"
-	"github.com/planexec/planexec/store/sqlite"
 )
 
 // options are the command's flags.
@@ -73,63 +75,40 @@ func main() {
 	flag.StringVar(&o.model, "model", "", "plan with openai:MODEL (OPENAI_API_KEY, OPENAI_BASE_URL) or anthropic:MODEL (ANTHROPIC_API_KEY); default: the scripted model")
 	flag.StringVar(&o.resolve, "resolve", "", "settle a booking left in doubt by an interrupted run: not-applied, or applied:PNR")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	log.SetFlags(0)
+	log.SetPrefix("planner: ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Stdin, os.Stdout, o)
-	if errors.Is(err, trip.ErrNeedsProviders) {
+	if trip.NeedsRebuild(err) {
+		err = rebuild(ctx, err)
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		// The command built again has said what went wrong.
 		stop()
-		os.Exit(withProviders(context.Background()))
+		os.Exit(max(exit.ExitCode(), 1))
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "planner:", err)
-		os.Exit(1)
+		stop()
+		log.Fatal(err)
 	}
 }
 
-// withProviders runs this command again, built with the provider adapters,
-// with the same arguments and standard streams, and returns its exit code.
-func withProviders(ctx context.Context) int {
+// rebuild builds this command again with the parts err says this build
+// lacks and runs it in this one's place (trip.Rebuild).
+func rebuild(ctx context.Context, err error) error {
 	_, self, _, _ := runtime.Caller(0)
-	dir := filepath.Dir(self)
-	args := append([]string{"run", "-tags", "providers", filepath.Join(dir, "planner.go")}, os.Args[1:]...)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	fmt.Fprintln(os.Stderr, "planner: building with the provider adapters (go run -tags providers); the first build takes a while")
-	if err := cmd.Run(); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode()
-		}
-		fmt.Fprintln(os.Stderr, "planner:", err)
-		return 1
-	}
-	return 0
-}
-
-// openStore opens the store named by spec; memory when spec is empty.
-func openStore(ctx context.Context, spec string) (store.Store, func(), error) {
-	kind, where, _ := strings.Cut(spec, ":")
-	switch kind {
-	case "":
-		return memory.New(), func() {}, nil
-	case "sqlite":
-		st, err := sqlite.Open(ctx, where)
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, func() { _ = st.Close() }, nil
-	case "postgres":
-		st, err := postgres.Open(ctx, where)
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, func() { _ = st.Close() }, nil
-	default:
-		return nil, nil, fmt.Errorf("-store %q: want sqlite:FILE or postgres:DSN", spec)
-	}
+	return trip.Rebuild(ctx, filepath.Dir(self), err)
 }
 
 func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
+	out = &syncWriter{w: out} // the gate and the observer write from the steps' goroutines
+	// What this build lacks for the flags is asked first, so that it is built
+	// again once, with all of it, before anything runs.
+	if err := trip.Needs(o.model, o.store); err != nil {
+		return err
+	}
 	yes := o.yes
 	model, err := trip.ChooseModel(o.model, true, func(line string) { fmt.Fprintln(out, line) })
 	if err != nil {
@@ -150,7 +129,7 @@ func run(ctx context.Context, stdin io.Reader, out io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(ctx, o.store)
+	store, closeStore, err := trip.OpenStore(ctx, o.store)
 	if err != nil {
 		return err
 	}
@@ -246,6 +225,18 @@ func terminalGate(stdin io.Reader, out io.Writer, yes bool) planexec.ApprovalGat
 		}
 		return req.Deny("dana", "declined at the terminal"), nil
 	})
+}
+
+// syncWriter writes to w one write at a time.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/planexec/planexec/examples/internal/trip"
 )
@@ -84,40 +91,151 @@ func TestWithoutATerminalOrYesTheBookingIsDeniedAndNotMade(t *testing.T) {
 	}
 }
 
-// cancelOn cancels when a line containing marker is written.
-type cancelOn struct {
-	bytes.Buffer
-	marker string
-	cancel context.CancelFunc
-}
-
-func (w *cancelOn) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), w.marker) {
-		w.cancel()
-	}
-	return w.Buffer.Write(p)
-}
-
+// The durable stores are not in the default build either: with -store the
+// command builds itself again with them and hands over. It is run as a user
+// runs it, with each store: interrupted (as Ctrl-C does) once a step has
+// run, then run again, when it resumes the stored plan without doing again
+// what finished.
 func TestAnInterruptedRunIsResumedFromItsStoreWithoutRedoingWhatFinished(t *testing.T) {
-	store := "sqlite:" + t.TempDir() + "/trip.db"
-	ctx, cancel := context.WithCancel(context.Background())
-	first := &cancelOn{marker: "STEP_EXECUTED", cancel: cancel}
-	err := run(ctx, strings.NewReader(""), first, options{yes: true, store: store, run: "trip-1"})
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("the interrupted run returned %v, want context.Canceled\n%s", err, first.String())
+	if testing.Short() {
+		t.Skip("builds the command with the durable stores")
 	}
-	var second bytes.Buffer
-	if err := run(context.Background(), strings.NewReader(""), &second, options{yes: true, store: store, run: "trip-1"}); err != nil {
-		t.Fatalf("resume: %v\n%s", err, second.String())
+	bin := filepath.Join(t.TempDir(), "planner")
+	if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "planner.go").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	text := second.String()
-	for _, want := range []string{"PLAN_RESUMED", "(replayed)", "PLAN_COMPLETED", "resumed run trip-1", "booked: PNR-BA117-", "ANSWERED"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the resumed run does not show %q:\n%s", want, text)
+	t.Run("sqlite", func(t *testing.T) {
+		interruptAndResume(t, bin, "sqlite:"+filepath.Join(t.TempDir(), "trip.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		interruptAndResume(t, bin, "postgres:"+freshDatabase(t))
+	})
+}
+
+func interruptAndResume(t *testing.T, bin, store string) {
+	args := []string{"-yes", "-store", store, "-run", "trip-1"}
+	first, err := runCommand(t, bin, "STEP_EXECUTED", args...)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(first, "signal received") {
+		t.Fatalf("the interrupted run ended with %v, want a failure saying it was interrupted:\n%s", err, first)
+	}
+	for _, want := range []string{"building with the durable stores (go build -tags stores)", "STEP_EXECUTED"} {
+		if !strings.Contains(first, want) {
+			t.Fatalf("the interrupted run does not show %q:\n%s", want, first)
 		}
 	}
-	if strings.Contains(text, "PLANNED             round 1") {
-		t.Errorf("the resumed run planned round 1 again:\n%s", text)
+	second, err := runCommand(t, bin, "", args...)
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, second)
+	}
+	for _, want := range []string{"PLAN_RESUMED", "(replayed)", "PLAN_COMPLETED", "resumed run trip-1", "booked: PNR-BA117-", "ANSWERED"} {
+		if !strings.Contains(second, want) {
+			t.Errorf("the resumed run does not show %q:\n%s", want, second)
+		}
+	}
+	if strings.Contains(second, "PLANNED             round 1") {
+		t.Errorf("the resumed run planned round 1 again:\n%s", second)
+	}
+}
+
+// runCommand runs bin with args, standard input empty, until it exits, and
+// returns what it wrote to standard output and standard error and how it
+// exited. With interruptAt, it is interrupted (os.Interrupt, as Ctrl-C
+// does) once a line it writes contains interruptAt.
+func runCommand(t *testing.T, bin, interruptAt string, args ...string) (string, error) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	w.Close() // the command's now; the output ends when it and what it started exit
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	lines := bufio.NewScanner(r)
+	for lines.Scan() {
+		out.WriteString(lines.Text() + "\n")
+		if interruptAt != "" && strings.Contains(lines.Text(), interruptAt) {
+			interruptAt = ""
+			if err := cmd.Process.Signal(os.Interrupt); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	return out.String(), cmd.Wait()
+}
+
+// freshDatabase returns the DSN of a database of the test's own on the
+// server PLANEXEC_POSTGRES_URL names, dropped once the test ends.
+func freshDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv("PLANEXEC_POSTGRES_URL")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("PLANEXEC_POSTGRES_URL is not set")
+		}
+		t.Skip("PLANEXEC_POSTGRES_URL is not set")
+	}
+	name := fmt.Sprintf("planner_%d", time.Now().UnixNano())
+	do := func(ctx context.Context, sql string) error {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := do(t.Context(), "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := do(context.Background(), "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Error(err)
+		}
+	})
+	if !strings.Contains(dsn, "://") {
+		return dsn + " dbname=" + name // keyword/value form
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+// A durable store in the default build asks for the command to be built
+// again, before anything runs; with a provider's model too, it asks for
+// both at once, so that one build brings in all the run needs.
+func TestADurableStoreWithoutTheStoresAsksToBeBuiltWithThem(t *testing.T) {
+	if trip.StoresCompiledIn() || trip.ProvidersCompiledIn() {
+		t.Skip("built with the stores or the provider adapters")
+	}
+	db := filepath.Join(t.TempDir(), "trip.db")
+	var out bytes.Buffer
+	err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, store: "sqlite:" + db})
+	if !errors.Is(err, trip.ErrNeedsStores) || errors.Is(err, trip.ErrNeedsProviders) {
+		t.Fatalf("run = %v, want trip.ErrNeedsStores alone", err)
+	}
+	t.Setenv("OPENAI_API_KEY", "test-key")
+	err = run(context.Background(), strings.NewReader(""), &out, options{yes: true, store: "sqlite:" + db, model: "openai:some-model"})
+	if !errors.Is(err, trip.ErrNeedsStores) || !errors.Is(err, trip.ErrNeedsProviders) {
+		t.Fatalf("run = %v, want trip.ErrNeedsStores and trip.ErrNeedsProviders", err)
+	}
+	if out.Len() > 0 {
+		t.Errorf("something was said or ran before the hand-over:\n%s", out.String())
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the store was opened before the hand-over: %v", err)
+	}
+	if err := run(context.Background(), strings.NewReader(""), &out, options{yes: true, store: "mysql:x"}); err == nil || trip.NeedsRebuild(err) {
+		t.Errorf("an unknown store: %v, want it refused", err)
 	}
 }
 

@@ -254,8 +254,8 @@ func tidy(ctx context.Context, ex *planexec.Executor) {
 }
 
 // withProviders builds this command again with the provider adapters and
-// runs it in this one's place (trip.WithProviders).
+// runs it in this one's place (trip.Rebuild).
 func withProviders(ctx context.Context) error {
 	_, self, _, _ := runtime.Caller(0)
-	return trip.WithProviders(ctx, filepath.Dir(self))
+	return trip.Rebuild(ctx, filepath.Dir(self), trip.ErrNeedsProviders)
 }

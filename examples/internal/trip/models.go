@@ -1,15 +1,9 @@
 package trip
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"log"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/planexec/planexec/llm"
 )
@@ -19,10 +13,6 @@ import (
 // for the providers' SDKs.
 var providerModel func(provider, name string) (llm.Model, error)
 
-// ErrNeedsProviders says the program must be built again with -tags
-// providers to use the model it was asked for.
-var ErrNeedsProviders = errors.New("the provider adapters are not compiled in")
-
 // ChooseModel returns the model spec names ("openai:MODEL",
 // "anthropic:MODEL"), or the stand-in (Model(refuseFirst)) when spec is
 // empty or the provider's key is not set; say is told, in one line, which
@@ -30,7 +20,7 @@ var ErrNeedsProviders = errors.New("the provider adapters are not compiled in")
 // ErrNeedsProviders.
 func ChooseModel(spec string, refuseFirst bool, say func(string)) (llm.Model, error) {
 	provider, name, _ := strings.Cut(spec, ":")
-	key := map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}[provider]
+	key := providerKeys[provider]
 	switch {
 	case spec == "":
 		say("model: scripted (no provider configured; no key, no network)")
@@ -47,33 +37,17 @@ func ChooseModel(spec string, refuseFirst bool, say func(string)) (llm.Model, er
 	return Model(refuseFirst), nil
 }
 
+// providerKeys are the providers' environment variables holding their keys.
+var providerKeys = map[string]string{"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+// wantsProvider reports whether spec names a provider's model and the
+// provider's key is set: what ChooseModel needs the adapters for.
+func wantsProvider(spec string) bool {
+	provider, name, _ := strings.Cut(spec, ":")
+	key := providerKeys[provider]
+	return key != "" && name != "" && os.Getenv(key) != ""
+}
+
 // ProvidersCompiledIn reports whether the program was built with the
 // provider adapters.
 func ProvidersCompiledIn() bool { return providerModel != nil }
-
-// WithProviders builds the command whose package is in dir again with the
-// provider adapters (-tags providers) and runs it with this process's
-// arguments and standard streams until it exits; a signal that ends ctx is
-// passed on to it as SIGTERM, so it shuts down as it would on its own.
-func WithProviders(ctx context.Context, dir string) error {
-	tmp, err := os.MkdirTemp("", "planexec-"+filepath.Base(dir)+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, filepath.Base(dir))
-	log.Print("building with the provider adapters (go build -tags providers); the first build takes a while")
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "providers", "-o", bin, ".")
-	build.Dir = dir
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building with the provider adapters: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, bin, os.Args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	if err := cmd.Run(); err != nil && ctx.Err() == nil {
-		return err
-	}
-	return nil
-}

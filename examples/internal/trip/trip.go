@@ -1,6 +1,9 @@
 // Package trip is the examples' business trip: its tools, and a stand-in
 // for a model that plans it, so that each example shows its own part (a
-// terminal, a server) over the same job.
+// terminal, a server) over the same job. It also opens the model and the
+// store an example's flags name; the provider adapters and the durable
+// stores are left out of the default build (providers.go and stores.go,
+// with their build tags), and Rebuild builds an example again with them.
 package trip
 
 import (
