@@ -160,6 +160,9 @@ type cancelClaimStore struct {
 }
 
 func (s *cancelClaimStore) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	if req.Peek {
+		return s.Store.Claim(ctx, req) // a look before clearance, not the step's claim
+	}
 	var first func(context.Context, store.ClaimRequest) (store.Claim, error)
 	s.once.Do(func() { first = s.first })
 	if first != nil {

@@ -46,6 +46,21 @@ func (g *gate) clearPlan(finished []bool) error {
 			g.clr[i].deferred = deferred
 			continue
 		}
+		if needs, err := g.deferClearance(s); err != nil {
+			return err
+		} else if !needs {
+			continue
+		}
+		if done, err := g.mayHaveActed(s); err != nil {
+			return err
+		} else if done {
+			// Its key is done, in doubt or in flight: nobody is asked for
+			// it now. Its claim decides, as it is about to run (a replay,
+			// a doubt to resolve), and should the key be free again by
+			// then, it is cleared then.
+			g.clr[i].deferred = true
+			continue
+		}
 		c, req, err := g.clearStep(s)
 		if err != nil {
 			return err
@@ -60,6 +75,19 @@ func (g *gate) clearPlan(finished []bool) error {
 		return &ApprovalPendingError{RunID: g.d.RunID, Tenant: g.d.Tenant, Requests: pending}
 	}
 	return nil
+}
+
+// mayHaveActed peeks at the key of step s: true when an effect may already
+// stand behind it (done, in doubt, or in flight), so that no person is
+// asked to clear what has happened, or may have.
+func (g *gate) mayHaveActed(s *vstep) (bool, error) {
+	req := store.ClaimRequest{Key: s.key, RunID: g.d.RunID, StepID: s.step.ID, Tool: s.step.Tool, Holder: g.holder,
+		TakeOver: !s.tool.contract.irreversible, PerTenant: s.tool.contract.perTenant, Peek: true}
+	c, err := g.r.ex.st.Claim(g.ctx, req)
+	if err != nil {
+		return false, fmt.Errorf("planexec: reading the claim of step %s: %w", quote(s.step.ID), err)
+	}
+	return c.State != store.ClaimFree, nil
 }
 
 // deferClearance tells whether a step with references needs clearing when

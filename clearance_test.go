@@ -346,21 +346,24 @@ func TestAGrantedDecisionCoversTheSamePlanOnlyWhenTheRunIsExecutedAgain(t *testi
 	shared := withStore(memory.New())
 	trip := tripPlan()
 	trip.ID = "p1"
+	// The booking fails without acting, so each execution books afresh.
+	r := &recorder{}
+	notBooked := func() { failOnce(r, "book_flight", fmt.Errorf("no fare: %w", planexec.ErrNotApplied)) }
 
-	run1, gate1 := newExecutor(t, &recorder{}, shared)
-	if _, err := run1.Execute(context.Background(), trip); err != nil {
-		t.Fatalf("first run: %v", err)
+	notBooked()
+	run1, gate1 := newExecutor(t, r, shared)
+	if _, err := run1.Execute(context.Background(), trip); !errors.Is(err, planexec.ErrNotApplied) {
+		t.Fatalf("first run: %v, want the booking not applied", err)
 	}
 	first := gate1.Asked()
 	if len(first) != 1 {
 		t.Fatalf("first run asked %d times", len(first))
 	}
 
-	// The same plan for the same run: the recorded decision clears it, and
-	// the steps replay from their claims.
-	r2 := &recorder{}
-	run2, gate2 := newExecutor(t, r2, shared)
-	if _, err := run2.Execute(context.Background(), trip); err != nil {
+	// The same plan for the same run: the recorded decision clears it.
+	notBooked()
+	run2, gate2 := newExecutor(t, r, shared)
+	if _, err := run2.Execute(context.Background(), trip); !errors.Is(err, planexec.ErrNotApplied) {
 		t.Fatalf("second run: %v", err)
 	}
 	if asked := gate2.Asked(); len(asked) != 0 {
@@ -370,12 +373,9 @@ func TestAGrantedDecisionCoversTheSamePlanOnlyWhenTheRunIsExecutedAgain(t *testi
 	if i := findEvent(es, planexec.EventApprovalGranted, "s2"); i < 0 || !es[i].Replayed {
 		t.Errorf("want a replayed APPROVAL_GRANTED: %v", kinds(es))
 	}
-	if got := toolNames(r2.Calls()); len(got) != 0 {
-		t.Errorf("second run calls = %v, want none: both steps replay", got)
-	}
 
 	// Two seats instead of one: another record, so the person is asked.
-	run3, gate3 := newExecutor(t, &recorder{}, shared)
+	run3, gate3 := newExecutor(t, r, shared)
 	plan := trip
 	plan.Steps = slices.Clone(trip.Steps)
 	plan.Steps[1].Arguments = json.RawMessage(`{"flight":"BA117","seats":2}`)
@@ -388,8 +388,8 @@ func TestAGrantedDecisionCoversTheSamePlanOnlyWhenTheRunIsExecutedAgain(t *testi
 	}
 
 	// The same steps in another plan of the run: another effect to clear,
-	// so the person is asked again.
-	run4, gate4 := newExecutor(t, &recorder{}, shared)
+	// so the person is asked again, and it books.
+	run4, gate4 := newExecutor(t, r, shared)
 	again := tripPlan()
 	again.ID = "p2"
 	if _, err := run4.Execute(context.Background(), again); err != nil {
@@ -397,6 +397,18 @@ func TestAGrantedDecisionCoversTheSamePlanOnlyWhenTheRunIsExecutedAgain(t *testi
 	}
 	if asked := gate4.Asked(); len(asked) != 1 || asked[0].ID == first[0].ID {
 		t.Errorf("another plan: asked %+v, want once under a new record (not %s)", asked, first[0].ID)
+	}
+
+	// Once booked, the booking asked for again replays: nobody is asked to
+	// approve what has happened.
+	run5, gate5 := newExecutor(t, r, shared)
+	third := tripPlan()
+	third.ID = "p3"
+	if res, err := run5.Execute(context.Background(), third); err != nil || !res.Steps["s2"].Replayed {
+		t.Fatalf("fifth run: %+v, %v; want the booking replayed", res, err)
+	}
+	if asked := gate5.Asked(); len(asked) != 0 {
+		t.Errorf("a booking on record was put to a person: %+v", asked)
 	}
 }
 

@@ -194,7 +194,7 @@ type ToolCallPendingError struct {
 	RunID, Tenant string
 	Calls         []ToolCall
 	Stored        bool
-	cleared       map[string]clearance // how each call was cleared, by id
+	docs          map[string]json.RawMessage // each call as a waiting run stores it, by id
 }
 
 func (e *ToolCallPendingError) Error() string {

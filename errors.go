@@ -44,8 +44,9 @@ var ErrInFlight = store.ErrInFlight
 // with errors.Is.
 var ErrInDoubt = errors.New("planexec: outcome in doubt")
 
-// ErrRunBusy reports a run asked to execute while it is already executing:
-// one Run executes one plan at a time.
+// ErrRunBusy reports a run asked to execute while it is already executing,
+// on this Run or by another execution, on any replica, that holds the run
+// in the store: one execution of a run at a time.
 var ErrRunBusy = errors.New("planexec: the run is already executing")
 
 // ErrNoOutcome reports a step that has no outcome to read: it did not finish.

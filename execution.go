@@ -2,6 +2,7 @@ package planexec
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,14 +18,26 @@ import (
 // steps dispatched through the gate, and where the run stands stored at the
 // end. It is the gate's, since every step it runs passes through it.
 
-// execute runs v under d; done holds the steps of the run on record (nil
-// for a plan not read from the store).
-func (r *Run) execute(ctx context.Context, v *vplan, d *Delegation, done map[string]store.StepRecord) (*Result, error) {
-	g := &gate{r: r, d: d, v: v, holder: r.ex.holder(), ctx: ctx, after: ctx, claims: ctx,
+// execute runs v under d; rec is the run as stored, when it was read from
+// the store (its steps on record, the calls it waits for).
+func (r *Run) execute(ctx context.Context, v *vplan, d *Delegation, rec *store.PlanRecord) (*Result, error) {
+	g := &gate{r: r, d: d, v: v, holder: r.holder, ctx: ctx, after: ctx, claims: ctx,
 		res: &Result{RunID: d.RunID, PlanID: v.plan.ID, Revision: v.plan.Revision, Round: v.plan.Round, Steps: make(map[string]StepResult, len(v.steps))}}
 	// A context that can never be done needs no detaching from.
 	if ctx.Done() != nil {
 		g.after = context.WithoutCancel(ctx)
+	}
+	var done map[string]store.StepRecord
+	if rec != nil {
+		done = rec.Steps
+		for _, w := range rec.Waiting {
+			if w.Call != "" {
+				if g.handed == nil {
+					g.handed = map[string]json.RawMessage{}
+				}
+				g.handed[w.Call] = w.Detail
+			}
+		}
 	}
 	// Most steps record two events: started and executed.
 	r.j.reserve(2*len(v.steps) + 4)
@@ -84,7 +97,7 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 	err := g.clearPlan(finished)
 	var pending *ApprovalPendingError
 	if errors.As(err, &pending) {
-		if serr := g.r.savePlan(ctx, v, d, store.RunAwaitingApproval, waitsFor(pending.Requests, nil, nil), ""); serr != nil {
+		if serr := g.r.savePlan(ctx, v, d, store.RunAwaitingApproval, waitsFor(pending.Requests, nil, nil)); serr != nil {
 			return nil, errors.Join(err, serr)
 		}
 		pending.Stored = true
@@ -94,17 +107,17 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 		g.ev(Event{Kind: EventPlanFailed, Detail: "not cleared; nothing ran"})
 		if v.rounds != nil && continuable(err) && ctx.Err() == nil {
 			// A denial or refusal goes back to the planner with the round.
-			return nil, errors.Join(err, g.endRound(nil, err))
+			return nil, errors.Join(err, g.endRound(res, err, false))
 		}
 		return nil, errors.Join(err, g.save(store.RunFailed, nil))
 	}
-	if err := g.r.savePlan(ctx, v, d, store.RunRunning, nil, g.holder); err != nil {
+	if err := g.r.savePlan(ctx, v, d, store.RunRunning, nil); err != nil {
 		return nil, err
 	}
 	stopLease := g.keepLease()
 	err = g.dispatch(finished)
 	stopLease()
-	if reqs, calls, cleared, ok := awaitsCaller(err); ok {
+	if reqs, calls, docs, ok := awaitsCaller(err); ok {
 		// Steps wait on a person (cleared when they were about to run) or
 		// on the caller (handed back): the run stops there, having run what
 		// came before, until Resume.
@@ -117,7 +130,7 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 		if calls != nil {
 			stop = append(stop, &ToolCallPendingError{RunID: d.RunID, Tenant: d.Tenant, Calls: calls, Stored: true})
 		}
-		if serr := g.save(status, waitsFor(reqs, calls, cleared)); serr != nil {
+		if serr := g.save(status, waitsFor(reqs, calls, docs)); serr != nil {
 			stop = append(stop, serr)
 		}
 		if len(stop) == 1 {
@@ -136,7 +149,7 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 	// In a run of rounds, a round whose steps ended goes back to the
 	// planner: what they did is stored with the run, which is planning.
 	if v.rounds != nil && continuable(err) && ctx.Err() == nil {
-		return res, errors.Join(err, g.endRound(res, err))
+		return res, errors.Join(err, g.endRound(res, err, true))
 	}
 	// The final status is written even when ctx is done: it is the record of
 	// how the run ended. A run that lost a claim to another holder leaves
@@ -153,12 +166,12 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 // for, and the events not yet stored, whatever happens to the caller's ctx:
 // it is the record of the run.
 func (g *gate) save(status store.RunStatus, waits []store.Wait) error {
-	return g.r.savePlan(g.after, g.v, g.d, status, waits, "")
+	return g.r.savePlan(g.after, g.v, g.d, status, waits)
 }
 
 // waitsFor is what a run waits for: people's decisions on reqs, the
-// results of calls handed back.
-func waitsFor(reqs []ApprovalRequest, calls []ToolCall, cleared map[string]clearance) []store.Wait {
+// results of calls handed back (each with its document in docs).
+func waitsFor(reqs []ApprovalRequest, calls []ToolCall, docs map[string]json.RawMessage) []store.Wait {
 	var waits []store.Wait
 	for i := range reqs {
 		req := &reqs[i]
@@ -166,7 +179,7 @@ func waitsFor(reqs []ApprovalRequest, calls []ToolCall, cleared map[string]clear
 	}
 	for i := range calls {
 		c := &calls[i]
-		waits = append(waits, store.Wait{StepID: c.StepID, Tool: c.Tool, Call: c.ID, Key: callKey(c.ID), Detail: c.document(cleared[c.ID])})
+		waits = append(waits, store.Wait{StepID: c.StepID, Tool: c.Tool, Call: c.ID, Key: callKey(c.ID), Detail: docs[c.ID]})
 	}
 	return waits
 }

@@ -246,6 +246,8 @@ func StatusOf(err error) RunStatus {
 	switch {
 	case err == nil:
 		return RunCompleted
+	case errors.Is(err, ErrRunBusy):
+		return RunRunning // by another call, or another execution
 	case errors.As(err, &pending):
 		return RunAwaitingApproval
 	case errors.As(err, &reply):
@@ -274,7 +276,7 @@ func endStatus(ctx context.Context, err error) (store.RunStatus, []store.Wait) {
 // awaitsCaller returns the approval requests and the tool calls of err's
 // *ApprovalPendingErrors and *ToolCallPendingErrors; ok is true when every
 // error joined in err is one of them.
-func awaitsCaller(err error) (reqs []ApprovalRequest, calls []ToolCall, cleared map[string]clearance, ok bool) {
+func awaitsCaller(err error) (reqs []ApprovalRequest, calls []ToolCall, docs map[string]json.RawMessage, ok bool) {
 	if err == nil {
 		return nil, nil, nil, false
 	}
@@ -284,15 +286,15 @@ func awaitsCaller(err error) (reqs []ApprovalRequest, calls []ToolCall, cleared 
 			reqs = append(reqs, p.Requests...)
 		case *ToolCallPendingError:
 			calls = append(calls, p.Calls...)
-			if cleared == nil {
-				cleared = map[string]clearance{}
+			if docs == nil {
+				docs = map[string]json.RawMessage{}
 			}
-			maps.Copy(cleared, p.cleared)
+			maps.Copy(docs, p.docs)
 		default:
 			return nil, nil, nil, false
 		}
 	}
-	return reqs, calls, cleared, true
+	return reqs, calls, docs, true
 }
 
 // waitsOf lists the keys in doubt among err's *IndeterminateOutcomeErrors,

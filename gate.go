@@ -49,7 +49,8 @@ type gate struct {
 	ctx, after, claims context.Context
 	sc                 *schedule
 
-	clr []clearance // how each step was cleared before dispatch, by index
+	clr    []clearance                // how each step was cleared before dispatch, by index
+	handed map[string]json.RawMessage // the calls the run waited for, as stored, by id
 
 	// Clearing steps as they are about to run, one at a time (see
 	// clearDeferred): what the plan put against each grant so far, what
@@ -97,7 +98,7 @@ func (g *gate) pass(i int, rn *renewer, out *stepDone) (StepResult, error) {
 	}
 	res = resultOf(s, clr)
 	if s.tool.client {
-		return StepResult{}, g.handBack(s, clr)
+		return StepResult{}, g.handBack(s, clr, nil)
 	}
 	return g.act(s, clr, res, c.Epoch, rn, out)
 }
@@ -213,8 +214,23 @@ func (g *gate) claim(i int, s *vstep, clr clearance) (c store.Claim, res StepRes
 	case store.ClaimHeld, store.ClaimInDoubt:
 		if s.tool.client && c.Holder == req.Holder {
 			// The run's own call, handed back before: its result is
-			// not in yet.
-			return c, StepResult{}, g.handBack(s, g.clr[i])
+			// not in yet. It is stored as it was first, with how it was
+			// cleared then; one handed back by an execution that stopped
+			// before it stored the call is cleared again, by the record.
+			clr, doc := g.clr[i], g.handed[callID(s.key.Digest)]
+			if doc == nil && clr.deferred {
+				g.mu.Lock()
+				again, req, err := g.clearStep(s)
+				g.mu.Unlock()
+				switch {
+				case err != nil:
+					return c, StepResult{}, err
+				case req != nil:
+					return c, StepResult{}, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: []ApprovalRequest{*req}}
+				}
+				clr = again
+			}
+			return c, StepResult{}, g.handBack(s, clr, doc)
 		}
 		g.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "outcome indeterminate; not run twice"})
 		return c, StepResult{}, &IndeterminateOutcomeError{RunID: d.RunID, Step: id, Tool: tool, Key: s.key, Holder: c.Holder,
@@ -334,11 +350,15 @@ func (g *gate) spentWithin(gr *Grant, now time.Time) (decimal.Decimal, error) {
 // handBack hands a step of a tool its caller runs back to the caller, under
 // the claim taken for it: the claim waits for the call's result
 // (Run.SubmitResult), and the call is handed back again, with the same id,
-// until its result is in.
-func (g *gate) handBack(s *vstep, clr clearance) error {
+// until its result is in. doc is the call as stored when it was first
+// handed back, if it was: it says how the step was cleared then.
+func (g *gate) handBack(s *vstep, clr clearance, doc json.RawMessage) error {
 	call := ToolCall{ID: callID(s.key.Digest), StepID: s.step.ID, Tool: s.step.Tool, Arguments: json.RawMessage(s.args.canonical)}
+	if doc == nil {
+		doc = call.document(clr)
+	}
 	g.ev(Event{Kind: EventToolCallHandedBack, StepID: call.StepID, Tool: call.Tool, Call: call.ID})
-	return &ToolCallPendingError{RunID: g.d.RunID, Tenant: g.d.Tenant, Calls: []ToolCall{call}, cleared: map[string]clearance{call.ID: clr}}
+	return &ToolCallPendingError{RunID: g.d.RunID, Tenant: g.d.Tenant, Calls: []ToolCall{call}, docs: map[string]json.RawMessage{call.ID: doc}}
 }
 
 // act calls the step's tool under its claim and records what happened.

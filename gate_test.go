@@ -595,3 +595,145 @@ func TestHistoryTakesAnyLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestAStepActsAgainstItsCeilingAtTheTimeItActs(t *testing.T) {
+	ctx := context.Background()
+	clock := planexec.NewFakeClock()
+	st := memory.New(memory.WithClock(clock.Now))
+	ladder := grantsLadder(t, grantsRefunds(planexec.LevelActWithinLimits, "100", time.Hour))
+	r := &recorder{}
+	failOnce(r, "refund", fmt.Errorf("the bank is down: %w", planexec.ErrNotApplied))
+	timed := func(s *setup) { s.Now = clock.Now }
+	a, _ := newExecutor(t, r, edits(grantsWithLadder(ladder), withStore(st), timed))
+	if _, err := a.Execute(ctx, planexec.Plan{ID: "p1", Steps: []planexec.Step{grantsRefund("r1", "o-1", "40")}}); !errors.Is(err, planexec.ErrNotApplied) {
+		t.Fatalf("first try: %v, want the refund not applied", err)
+	}
+	clock.Advance(time.Hour + time.Minute)
+	// The refund acts now: its 40 counts in this hour's window, not in the
+	// one it first tried in.
+	again, _ := newExecutor(t, r, edits(grantsWithLadder(ladder), withStore(st), timed))
+	if res, err := again.Resume(ctx); err != nil || !res.Complete {
+		t.Fatalf("Resume: %+v, %v", res, err)
+	}
+	b, gate := newExecutor(t, r, edits(grantsWithLadder(ladder), withStore(st), timed, iRun("acme", "run-b")))
+	if _, err := b.Execute(ctx, planexec.Plan{Steps: []planexec.Step{grantsRefund("r1", "o-2", "80")}}); err != nil {
+		t.Fatalf("run-b: %v", err)
+	}
+	if asked := grantsAsked(gate); len(asked) != 1 {
+		t.Errorf("80 more within the hour the 40 acted in was put to %d people, want it escalated to one: 120 passes 100", len(asked))
+	}
+}
+
+func TestOneExecutionOfARunAtATimeOnEveryReplica(t *testing.T) {
+	ctx := context.Background()
+	st := memory.New()
+	hold := newHoldFirst()
+	defer hold.open()
+	r := &recorder{}
+	slow := func(s *setup) {
+		s.Tools[0] = planexec.MustTool("search_flights", "Find flights.", func(ctx context.Context, a Search) ([]string, error) {
+			hold.hold()
+			return []string{"BA117"}, r.record(ctx, "search_flights", a)
+		})
+	}
+	first, _ := newExecutor(t, r, edits(withStore(st), slow))
+	second, _ := newExecutor(t, r, edits(withStore(st), slow))
+	plan := planexec.Plan{ID: "p1", Steps: []planexec.Step{iSearch("s1", "LHR")}}
+	// The first execution is stored and holds the run before the second
+	// starts; the second is another replica's, with a Run of its own.
+	if err := st.SavePlan(ctx, storedPlan(t, "acme", "run-1", plan, store.RunInterrupted)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Resume(ctx)
+		done <- err
+	}()
+	<-hold.entered
+	if _, err := second.Resume(ctx); !errors.Is(err, planexec.ErrRunBusy) {
+		t.Errorf("a second execution while the first holds the run: %v, want ErrRunBusy", err)
+	}
+	hold.open()
+	if err := <-done; err != nil {
+		t.Fatalf("the first execution: %v", err)
+	}
+	if n := callsOf(r, "search_flights"); n != 1 {
+		t.Errorf("the search ran %d times, want once", n)
+	}
+	if res, err := second.Resume(ctx); err != nil || !res.Complete || !res.Steps["s1"].Replayed {
+		t.Errorf("the second execution once the first let the run go: %+v, %v; want the search replayed", res, err)
+	}
+}
+
+func TestAStepThatMayHaveActedIsNotPutToAPersonAgain(t *testing.T) {
+	ctx := context.Background()
+	clock := planexec.NewFakeClock()
+	st := memory.New(memory.WithClock(clock.Now))
+	timed := func(s *setup) { s.Now = clock.Now }
+	r := &recorder{}
+	failOnce(r, "book_flight", errors.New("gateway timeout"))
+	first, _ := newExecutor(t, r, edits(withStore(st), timed))
+	if _, err := first.Execute(ctx, tripPlan()); !errors.Is(err, planexec.ErrInDoubt) {
+		t.Fatalf("Execute: %v, want the booking in doubt", err)
+	}
+	// The person's decision goes with age; the booking's key is in doubt:
+	// nobody is asked to approve what may have happened.
+	clock.Advance(planexec.DefaultRetention + time.Hour)
+	pruneDecisions(t, st, clock.Now)
+	again, gate := newExecutor(t, r, edits(withStore(st), timed))
+	if _, err := again.Resume(ctx); !errors.Is(err, planexec.ErrInDoubt) {
+		t.Fatalf("Resume: %v, want the booking still in doubt", err)
+	}
+	if asked := gate.Asked(); len(asked) != 0 {
+		t.Errorf("a booking that may have happened was put to a person again: %+v", asked)
+	}
+}
+
+// pruneDecisions prunes acme's store as a replica would, and checks that a
+// decision went.
+func pruneDecisions(t *testing.T, st store.Store, now func() time.Time) {
+	t.Helper()
+	ex, err := planexec.NewExecutor(planexec.Config{Store: st, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := ex.Prune(context.Background(), "acme", 0); err != nil || p.Decisions == 0 {
+		t.Fatalf("Prune = %+v, %v; want a decision dropped", p, err)
+	}
+}
+
+func TestARoundRefusedAtClearanceStillTellsWhatFinished(t *testing.T) {
+	clock := planexec.NewFakeClock()
+	st := memory.New(memory.WithClock(clock.Now))
+	timed := func(s *setup) { s.Now = clock.Now }
+	r := &recorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	iSetFail(r, func(tool string, _ any) error {
+		if tool == "search_flights" {
+			cancel() // the service stops once the search is done
+		}
+		return nil
+	})
+	both := `{"goal":"search and book","steps":[{"id":"s1","tool":"search_flights","arguments":{"origin":"LHR","destination":"JFK"}},` +
+		`{"id":"s2","tool":"book_flight","arguments":{"flight":"BA117","seats":1},"depends_on":["s1"]}]}`
+	p := &script{payloads: []string{both, answer("not booked")}}
+	first, _ := newExecutor(t, r, edits(withStore(st), timed))
+	if _, err := first.Do(ctx, p, "book BA117"); err == nil {
+		t.Fatal("Do: the round went on after the service stopped")
+	}
+	// The decision on the booking goes with age; asked again, the person
+	// says no.
+	iSetFail(r, nil)
+	clock.Advance(planexec.DefaultRetention + time.Hour)
+	pruneDecisions(t, st, clock.Now)
+	again, gate := newExecutor(t, r, edits(withStore(st), timed))
+	gate.answer = func(req planexec.ApprovalRequest) planexec.Decision { return req.Deny("dana", "not now") }
+	res, err := again.Do(context.Background(), p, "book BA117")
+	if err != nil || res.Answer != "not booked" {
+		t.Fatalf("Do after the denial: %+v, %v", res, err)
+	}
+	told := p.requests()[1].History[0].Observations
+	if told[0].Step != "s1" || told[0].Status != string(planexec.StepDone) || told[1].Error != "a person did not approve it" {
+		t.Errorf("the planner was told %+v, want the search done and the booking denied", told)
+	}
+}

@@ -345,7 +345,7 @@ func TestAKeyClaimedElsewhereIsInFlightAndTheToolIsNotCalled(t *testing.T) {
 	}
 }
 
-func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
+func TestASecondExecutionOfTheSameRunWaitsForTheFirst(t *testing.T) {
 	ctx := context.Background()
 	db := memory.New()
 	gate := newHoldFirst()
@@ -368,11 +368,50 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}()
 	<-gate.entered
 
+	// Another replica's execution of the run finds it held, and touches
+	// nothing: not the run's record, not the step in flight.
 	second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b")))
 	_, err := second.Execute(ctx, plan)
 	gate.open()
 	got := <-done
 
+	if !errors.Is(err, planexec.ErrRunBusy) || planexec.StatusOf(err) != planexec.RunRunning {
+		t.Fatalf("second executor: %v, want ErrRunBusy: the run is held by the first", err)
+	}
+	if got.err != nil || !got.res.Complete {
+		t.Fatalf("first executor: %+v, %v", got.res, got.err)
+	}
+	if n := callsOf(r, "search_flights"); n != 1 {
+		t.Fatalf("search_flights called %d times, want once", n)
+	}
+}
+
+func TestAnotherRunDoesNotRunAnEffectOncePerTenantStillInFlight(t *testing.T) {
+	ctx := context.Background()
+	db := memory.New()
+	gate := newHoldFirst()
+	defer gate.open()
+	r := &recorder{fail: func(tool string, _ any) error {
+		gate.hold()
+		return nil
+	}}
+	perTenant := withContracts(r, map[string][]planexec.ContractOption{"search_flights": {planexec.OncePerTenant()}})
+	plan := iOne(iSearch("s1", "LHR"))
+
+	first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a"), perTenant))
+	done := make(chan error, 1)
+	go func() {
+		_, err := first.Execute(ctx, plan)
+		done <- err
+	}()
+	<-gate.entered
+
+	second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b"), perTenant, iRun("acme", "run-2")))
+	_, err := second.Execute(ctx, plan)
+	gate.open()
+	if err := <-done; err != nil {
+		t.Fatalf("first executor: %v", err)
+	}
 	var ioe *planexec.IndeterminateOutcomeError
 	if !errors.As(err, &ioe) {
 		t.Fatalf("second executor: want *IndeterminateOutcomeError, got %v", err)
@@ -382,9 +421,6 @@ func TestASecondExecutorOfTheSameRunDoesNotRunAStepStillInFlight(t *testing.T) {
 	}
 	if ioe.LeaseExpires.IsZero() {
 		t.Errorf("a key in flight has no lease end")
-	}
-	if got.err != nil || !got.res.Complete {
-		t.Fatalf("first executor: %+v, %v", got.res, got.err)
 	}
 	if n := callsOf(r, "search_flights"); n != 1 {
 		t.Fatalf("search_flights called %d times, want once", n)

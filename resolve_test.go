@@ -110,7 +110,9 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 			return nil
 		}}
 		plan := iOne(iBooking("b1"))
-		first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a")))
+		// A booking once per tenant: another run meets its key in flight.
+		perTenant := withContracts(r, map[string][]planexec.ContractOption{"book_flight": {planexec.Irreversible(), planexec.OncePerTenant()}})
+		first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a"), perTenant))
 		done := make(chan error, 1)
 		go func() {
 			_, err := first.Execute(ctx, plan)
@@ -118,7 +120,7 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 		}()
 		<-hold.entered
 
-		second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b")))
+		second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b"), perTenant, iRun("acme", "run-2")))
 		_, err := second.Execute(ctx, plan)
 		var ioe *planexec.IndeterminateOutcomeError
 		if !errors.As(err, &ioe) {
@@ -127,14 +129,17 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 		if !errors.Is(err, planexec.ErrInFlight) || errors.Is(err, planexec.ErrInDoubt) || ioe.InDoubt {
 			t.Errorf("err = %v, want ErrInFlight (wait) and not ErrInDoubt", err)
 		}
-		if ioe.RunID != "run-1" || ioe.Step != "b1" {
-			t.Errorf("error = %+v, want step b1 of run-1", ioe)
+		if ioe.RunID != "run-2" || ioe.Step != "b1" {
+			t.Errorf("error = %+v, want step b1 of run-2", ioe)
 		}
 		// Resolving what a live holder is doing is refused: its outcome is
-		// about to be known.
+		// about to be known. And only the run that holds the key may.
 		for _, res := range []planexec.Resolution{{Applied: false}, {Applied: true, Outcome: json.RawMessage(`"PNR-GUESS"`)}} {
-			if err := second.Resolve(ctx, ioe.Key, res); !errors.Is(err, planexec.ErrInFlight) {
+			if err := first.Resolve(ctx, ioe.Key, res); !errors.Is(err, planexec.ErrInFlight) {
 				t.Errorf("Resolve(%+v) of a key in flight: want ErrInFlight, got %v", res, err)
+			}
+			if err := second.Resolve(ctx, ioe.Key, res); !errors.Is(err, planexec.ErrNoRecord) {
+				t.Errorf("Resolve(%+v) by a run that does not hold the key: want ErrNoRecord, got %v", res, err)
 			}
 		}
 
@@ -142,7 +147,7 @@ func TestAnIndeterminateOutcomeSaysWhetherToWaitOrToResolve(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("the holder's run: %v", err)
 		}
-		third, _ := newExecutor(t, r, withStore(db))
+		third, _ := newExecutor(t, r, edits(withStore(db), perTenant, iRun("acme", "run-3")))
 		res, err := third.Execute(ctx, plan)
 		if err != nil {
 			t.Fatalf("a later run: %v", err)

@@ -95,7 +95,7 @@ func decodeRun(rec *store.PlanRecord) (Plan, *roundsState, error) {
 // read gets fresh data. Without a store nothing is deduplicated, across
 // rounds as within a plan.
 func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, err error) {
-	if !r.busy.CompareAndSwap(false, true) {
+	if !r.start() {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
@@ -116,7 +116,7 @@ func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, 
 // does. A run that awaits no reply is ErrNotPending, and nothing is
 // recorded.
 func (r *Run) Reply(ctx context.Context, planner Planner, reply string) (_ *Result, err error) {
-	if !r.busy.CompareAndSwap(false, true) {
+	if !r.start() {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
@@ -140,7 +140,7 @@ func (r *Run) Reply(ctx context.Context, planner Planner, reply string) (_ *Resu
 	// The reply is stored before the planner hears it: the run goes on
 	// from it whatever happens next.
 	plan.Question = ""
-	if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: true}, d, store.RunPlanning, nil, ""); err != nil {
+	if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: true}, d, store.RunPlanning, nil); err != nil {
 		return nil, err
 	}
 	return r.rounds(ctx, planner, st, plan.Round+1, nil, d, true)
@@ -207,7 +207,7 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		switch {
 		case plan.Answer != "":
 			st.AtLimit = final
-			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: update}, d, store.RunCompleted, nil, ""); err != nil {
+			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: update}, d, store.RunCompleted, nil); err != nil {
 				return nil, err
 			}
 			r.j.emit(&Event{Kind: EventAnswered, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: round, Detail: detail})
@@ -217,7 +217,7 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 			}
 			return res, nil
 		case plan.Question != "":
-			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: update}, d, store.RunAwaitingReply, nil, ""); err != nil {
+			if err := r.savePlan(ctx, &vplan{plan: plan, rounds: st, update: update}, d, store.RunAwaitingReply, nil); err != nil {
 				return nil, err
 			}
 			r.j.emit(&Event{Kind: EventQuestionAsked, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: round})
@@ -282,10 +282,14 @@ func continuable(err error) bool {
 // endRound records, once a round's steps ended (in res and err), what they
 // did as the planner will be told it, counts the tools that failed, and
 // stores the run as planning: its next round is to be planned.
-func (g *gate) endRound(res *Result, err error) error {
+//
+// res holds what finished, replayed ones too; cleared says whether the
+// round got past its clearance (if not, a step not on record did not run
+// because the plan was not cleared).
+func (g *gate) endRound(res *Result, err error, cleared bool) error {
 	v := g.v
 	st := v.rounds
-	obs := observe(v, res, err)
+	obs := observe(v, res, err, cleared)
 	finished := 0
 	for _, o := range obs {
 		switch {
@@ -314,12 +318,12 @@ const (
 )
 
 // observe is what each step of v did, in the plan's order.
-func observe(v *vplan, res *Result, err error) []Observation {
+func observe(v *vplan, res *Result, err error, cleared bool) []Observation {
 	out := make([]Observation, 0, len(v.steps))
 	for _, s := range v.steps {
 		id, tool := s.step.ID, s.step.Tool
 		o := Observation{Step: id, Tool: tool, Status: "not_run", Error: notRun}
-		if res == nil {
+		if !cleared {
 			o.Error = notCleared
 		}
 		if sr, ok := res.step(id); ok {

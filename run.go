@@ -40,6 +40,11 @@ type Run struct {
 	current *Plan   // the plan last planned or run, for Current
 
 	stepTimeout time.Duration // WithStepTimeout; 0 takes Config.StepTimeout
+
+	// holder names the execution the call in progress runs as, in the
+	// claims it takes and on the run it holds; taken is the name Recover
+	// took the run under, for the call it makes. Both are the busy call's.
+	holder, taken string
 }
 
 // planRef names one revision of a plan.
@@ -81,11 +86,17 @@ func (r *Run) Current() (Plan, bool) {
 	return p, true
 }
 
-// setCurrent records plan as the run's current one.
-func (r *Run) setCurrent(plan *Plan) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.current = plan
+// start marks the run busy with one call (Execute, Resume, Do, Reply), run
+// as an execution of its own, or as the one Recover took the run for.
+func (r *Run) start() bool {
+	if !r.busy.CompareAndSwap(false, true) {
+		return false
+	}
+	r.holder = r.ex.holder()
+	if r.taken != "" {
+		r.holder, r.taken = r.taken, ""
+	}
+	return true
 }
 
 // WithTools gives the run tools of its own beside the executor's: tools
@@ -245,7 +256,7 @@ func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 // by hand, or edited to a new id or revision) is recorded as PLANNED once it
 // passes validation.
 func (r *Run) Execute(ctx context.Context, plan Plan) (_ *Result, err error) {
-	if !r.busy.CompareAndSwap(false, true) {
+	if !r.start() {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
@@ -270,7 +281,9 @@ func (r *Run) executePlan(ctx context.Context, plan Plan, st *roundsState, d *De
 		return nil, perr
 	}
 	v.rounds, v.update = st, update
-	r.setCurrent(&v.plan)
+	r.mu.Lock()
+	r.current = &v.plan
+	r.mu.Unlock()
 	r.mu.Lock()
 	fromPlan := r.planned == planRef{plan.ID, plan.Revision}
 	r.mu.Unlock()
@@ -291,7 +304,7 @@ func (r *Run) executePlan(ctx context.Context, plan Plan, st *roundsState, d *De
 // round of a run of rounds is resumed to its end and the run left planning:
 // Do goes on with its rounds.
 func (r *Run) Resume(ctx context.Context) (_ *Result, err error) {
-	if !r.busy.CompareAndSwap(false, true) {
+	if !r.start() {
 		return nil, ErrRunBusy
 	}
 	defer r.busy.Store(false)
@@ -374,30 +387,36 @@ func (r *Run) resume(ctx context.Context, rec *store.PlanRecord, d *Delegation, 
 		v.doc = rec.Plan // what the plan decoded from: saved again as it is
 	}
 	v.rounds, v.update = st, true
-	r.setCurrent(&v.plan)
+	r.mu.Lock()
+	r.current = &v.plan
+	r.mu.Unlock()
 	r.j.emit(&Event{Kind: EventPlanResumed, RunID: d.RunID, Tenant: d.Tenant, PlanID: plan.ID, Revision: plan.Revision, Round: plan.Round,
 		Detail: fmt.Sprintf("%d of %d steps on record", len(rec.Steps), len(plan.Steps))})
-	return r.execute(ctx, v, d, rec.Steps)
+	return r.execute(ctx, v, d, rec)
 }
 
 // savePlan stores v with where the run stands and what it waits for, and
-// the events not yet stored, under d. holder names the execution that runs
-// the run, when it is running.
-func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status store.RunStatus, waits []store.Wait, holder string) error {
+// the events not yet stored, under d, as the call's execution: it holds the
+// run while the run is running, and lets it go otherwise. A run another
+// execution holds is not saved over: ErrRunBusy.
+func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status store.RunStatus, waits []store.Wait) error {
 	now := r.ex.now()
 	doc, _ := json.Marshal(d) // strings, a time and a list: it cannot fail
 	rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
 		PlanID: v.plan.ID, Plan: v.document(), Status: status, Waiting: waits, Delegation: doc,
-		Created: now, Updated: now, Update: v.update}
+		Created: now, Updated: now, Update: v.update, Holder: r.holder}
 	if status == store.RunRunning {
-		// The execution holds the run while it runs: Recover leaves it be
-		// until the lease, which it moves on, runs out.
-		rec.Holder, rec.LeaseExpires = holder, now.Add(r.ex.cfg.Lease)
+		// The execution holds the run while it runs: Recover and other
+		// executions leave it be until the lease, which it moves on, runs
+		// out.
+		rec.LeaseExpires = now.Add(r.ex.cfg.Lease)
 	}
 	if err := r.j.with(func(events []json.RawMessage) error {
 		rec.Events = events
 		return r.ex.st.SavePlan(ctx, rec)
-	}); err != nil {
+	}); errors.Is(err, store.ErrFenced) {
+		return fmt.Errorf("planexec: run %s is held by another execution: %w: %w", quote(d.RunID), ErrRunBusy, err)
+	} else if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
 	v.update = true

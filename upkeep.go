@@ -90,26 +90,28 @@ func (ex *Executor) Recover(ctx context.Context, limit int) ([]Recovered, error)
 	}
 	var out []Recovered
 	for _, ref := range refs {
-		took, err := rc.TakeRun(ctx, ref, ex.holder(), ex.now(), ex.cfg.Lease)
+		holder := ex.holder()
+		took, err := rc.TakeRun(ctx, ref, holder, ex.now(), ex.cfg.Lease)
 		if err != nil {
 			return out, fmt.Errorf("planexec: taking run %s to recover it: %w", quote(ref.RunID), err)
 		}
 		if !took {
 			continue // another replica has it
 		}
-		res, err := ex.recover(ctx, ref)
+		res, err := ex.recover(ctx, ref, holder)
 		out = append(out, Recovered{Tenant: ref.Tenant, RunID: ref.RunID, Result: res, Err: err})
 	}
 	return out, nil
 }
 
-// recover resumes a run taken to recover it, under the delegation stored
-// with it.
-func (ex *Executor) recover(ctx context.Context, ref store.RunRef) (*Result, error) {
+// recover resumes a run taken under holder to recover it, under the
+// delegation stored with it.
+func (ex *Executor) recover(ctx context.Context, ref store.RunRef, holder string) (*Result, error) {
 	run, err := ex.Run(Delegation{RunID: ref.RunID, Tenant: ref.Tenant})
 	if err != nil {
 		return nil, err
 	}
+	run.taken = holder
 	return run.Resume(ctx)
 }
 

@@ -40,7 +40,9 @@ func (k kit) microsecond() time.Time { return k.clk.Now().Truncate(time.Microsec
 // took the key last, Spent's except, one decision of many made at once,
 // waits' details, limits a caller passes (never trusted: the largest reads
 // the rest, a negative one nothing), and times, which the executor writes
-// to the microsecond and every store gives back and compares exactly.
+// to the microsecond and every store gives back and compares exactly; a
+// claim that only peeks, a spend of a step acting again, and saves of a
+// run fenced by the execution that holds it.
 func runBoundaries(t *testing.T, open Open) {
 	runUpdateBoundaries(t, open)
 	runResolveBoundaries(t, open)
@@ -49,6 +51,10 @@ func runBoundaries(t *testing.T, open Open) {
 	runWaitBoundaries(t, open)
 	runLimitBoundaries(t, open)
 	runTimeBoundaries(t, open)
+	runPeekBoundaries(t, open)
+	runSpendMoveBoundaries(t, open)
+	runHolderBoundaries(t, open)
+	runHolderRaceBoundaries(t, open)
 }
 
 func runUpdateBoundaries(t *testing.T, open Open) {
@@ -762,6 +768,451 @@ func runTimeBoundaries(t *testing.T, open Open) {
 		}
 		if took, err := r.TakeRun(k.ctx, ref, "worker-2", expires, time.Minute); err != nil || !took {
 			t.Errorf("TakeRun as the lease ends = %v, %v; want true", took, err)
+		}
+	})
+}
+
+func runPeekBoundaries(t *testing.T, open Open) {
+	// peek asks what theKey holds for a step of a run that never took it,
+	// taking nothing.
+	peek := func(t *testing.T, k kit, takeOver bool) store.Claim {
+		t.Helper()
+		c, err := k.Idempotency.Claim(k.ctx, store.ClaimRequest{Key: theKey, RunID: "run-peek", StepID: "s1", Tool: "pay", Holder: "peeker", Lease: lease,
+			TakeOver: takeOver, Peek: true})
+		if err != nil {
+			t.Fatalf("a peek (TakeOver %v): %v", takeOver, err)
+		}
+		return c
+	}
+	// claims is what claims of theKey get, one after another: a look by a
+	// caller that may not take it over, then a claim by one that may.
+	claims := func(t *testing.T, k kit) []store.Claim {
+		t.Helper()
+		var out []store.Claim
+		for _, takeOver := range []bool{false, true} {
+			c, err := k.Idempotency.Claim(k.ctx, store.ClaimRequest{Key: theKey, RunID: "run-1", StepID: "s1", Tool: "pay", Holder: "worker-c", Lease: lease,
+				TakeOver: takeOver})
+			if err != nil {
+				t.Fatalf("Claim (TakeOver %v): %v", takeOver, err)
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	// samePeek reports whether a peek answered as want: its state and
+	// epoch, the holder of a key held or in doubt, the lease of a key held,
+	// the outcome of a key completed.
+	samePeek := func(got, want store.Claim) bool {
+		return got.State == want.State && got.Epoch == want.Epoch && got.Holder == want.Holder &&
+			(want.LeaseExpires.IsZero() || sameInstant(got.LeaseExpires, want.LeaseExpires)) &&
+			(want.Outcome == nil) == (got.Outcome == nil) && (want.Outcome == nil || jsonEqual(got.Outcome, want.Outcome))
+	}
+	free := func(epoch int64) store.Claim { return store.Claim{State: store.ClaimFree, Epoch: epoch} }
+
+	cases := []struct {
+		name string
+		// leave leaves theKey as the case says, and returns the claim
+		// that took it (none for a key never claimed).
+		leave func(t *testing.T, k kit) store.Claim
+		// want is what a peek gets, by whether it may take the key over.
+		want func(c store.Claim, takeOver bool) store.Claim
+	}{
+		{"never claimed",
+			func(t *testing.T, k kit) store.Claim { return store.Claim{} },
+			func(c store.Claim, takeOver bool) store.Claim { return free(0) }},
+		{"free",
+			func(t *testing.T, k kit) store.Claim {
+				c := k.acquire(t, theKey, "worker-a", false)
+				if err := k.Idempotency.Release(k.ctx, theKey, c.Epoch, false); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
+				return c
+			},
+			func(c store.Claim, takeOver bool) store.Claim { return free(c.Epoch) }},
+		{"held by a live holder",
+			func(t *testing.T, k kit) store.Claim {
+				c := k.acquire(t, theKey, "worker-a", false)
+				k.clk.Advance(lease / 2)
+				return c
+			},
+			func(c store.Claim, takeOver bool) store.Claim {
+				return store.Claim{State: store.ClaimHeld, Epoch: c.Epoch, Holder: "worker-a", LeaseExpires: c.LeaseExpires}
+			}},
+		{"whose holder's lease ran out",
+			func(t *testing.T, k kit) store.Claim {
+				c := k.acquire(t, theKey, "worker-a", false)
+				k.clk.Advance(lease + time.Second)
+				return c
+			},
+			func(c store.Claim, takeOver bool) store.Claim {
+				if takeOver {
+					return free(c.Epoch)
+				}
+				return store.Claim{State: store.ClaimInDoubt, Epoch: c.Epoch, Holder: "worker-a", LeaseExpires: c.LeaseExpires}
+			}},
+		{"in doubt",
+			func(t *testing.T, k kit) store.Claim {
+				c := k.acquire(t, theKey, "worker-a", false)
+				if err := k.Idempotency.Release(k.ctx, theKey, c.Epoch, true); err != nil {
+					t.Fatalf("Release in doubt: %v", err)
+				}
+				return c
+			},
+			func(c store.Claim, takeOver bool) store.Claim {
+				return store.Claim{State: store.ClaimInDoubt, Epoch: c.Epoch, Holder: "worker-a"}
+			}},
+		{"completed",
+			func(t *testing.T, k kit) store.Claim {
+				c := k.acquire(t, theKey, "worker-a", false)
+				if err := k.Idempotency.Complete(k.ctx, theKey, c.Epoch, json.RawMessage(`"PNR-A"`)); err != nil {
+					t.Fatalf("Complete: %v", err)
+				}
+				return c
+			},
+			func(c store.Claim, takeOver bool) store.Claim {
+				return store.Claim{State: store.ClaimCompleted, Epoch: c.Epoch, Outcome: json.RawMessage(`"PNR-A"`)}
+			}},
+	}
+	for _, c := range cases {
+		t.Run("A peek at a key "+c.name+" answers as a claim would, a key it would take as free, and leaves the key as it was", func(t *testing.T) {
+			// Two stores left alike: one is peeked at, the other not,
+			// and then claims must find the key the same in both.
+			peeked, twin := setup(t, open), setup(t, open)
+			took := c.leave(t, peeked)
+			c.leave(t, twin)
+			for range 2 {
+				for _, takeOver := range []bool{false, true} {
+					if got, want := peek(t, peeked, takeOver), c.want(took, takeOver); !samePeek(got, want) {
+						t.Errorf("a peek (TakeOver %v) = %s, want %s", takeOver, showClaim(got), showClaim(want))
+					}
+				}
+			}
+			// Neither the peeking run nor any other came to hold the
+			// key, nor did a row appear for it.
+			for _, run := range []string{"run-peek", ""} {
+				for _, r := range []store.Resolution{{Applied: true, Outcome: json.RawMessage(`"from a peek"`)}, {Applied: false}} {
+					expectNoRecord(t, fmt.Sprintf("Resolve (applied %v) by run %q after the peeks", r.Applied, run), peeked.Idempotency.Resolve(peeked.ctx, theKey, run, r))
+				}
+			}
+			got, want := claims(t, peeked), claims(t, twin)
+			for i := range got {
+				if !SameClaim(got[i], want[i]) {
+					t.Errorf("claim %d after the peeks = %s, and with no peek %s: the peeks changed the key", i+1, showClaim(got[i]), showClaim(want[i]))
+				}
+			}
+		})
+	}
+}
+
+func runSpendMoveBoundaries(t *testing.T, open Open) {
+	d := decimal.RequireFromString
+	const window = time.Hour
+	// spender is a kit's CeilingStore, spending and summing grant g.
+	type spender struct {
+		k kit
+		c store.CeilingStore
+	}
+	setupSpends := func(t *testing.T) spender {
+		k := setup(t, open)
+		c, ok := k.Plans.(store.CeilingStore)
+		if !ok {
+			t.Skip("Plans counts no ceilings (store.CeilingStore)")
+		}
+		return spender{k, c}
+	}
+	spend := func(s spender, key, amount string, at time.Time) error {
+		return s.c.Spend(s.k.ctx, store.Spend{Tenant: "acme", Grant: "g", Key: key, Amount: d(amount), At: at}, window, d("100"))
+	}
+	expectSpent := func(t *testing.T, s spender, what string, at time.Time, except []string, want string) {
+		t.Helper()
+		if got, err := s.c.Spent(s.k.ctx, "g", at, window, except); err != nil || !got.Equal(d(want)) {
+			t.Errorf("Spent %s = %s, %v; want %s", what, got, err, want)
+		}
+	}
+
+	t.Run("A spend of a key recorded already is moved to its new time and amount, where Spent counts it, once", func(t *testing.T) {
+		s := setupSpends(t)
+		at := s.k.microsecond()
+		later := at.Add(window + time.Second)
+		if err := spend(s, "k1", "30", at); err != nil {
+			t.Fatalf("Spend k1: %v", err)
+		}
+		expectSpent(t, s, "a window and a second after k1", later, nil, "0")
+		if err := spend(s, "k1", "40", later); err != nil {
+			t.Fatalf("Spend k1 again, a window and a second later: %v", err)
+		}
+		expectSpent(t, s, "at k1's new time", later, nil, "40")
+		// At its old time it counts as a later spend, at its new amount,
+		// once: nothing of it is left at the old time.
+		expectSpent(t, s, "at k1's old time", at, nil, "40")
+	})
+
+	t.Run("A spend of a key again at its time and amount succeeds, though the window is full, and changes nothing", func(t *testing.T) {
+		s := setupSpends(t)
+		at := s.k.microsecond()
+		if err := spend(s, "k1", "30", at); err != nil {
+			t.Fatalf("Spend k1: %v", err)
+		}
+		if err := spend(s, "k2", "70", at); err != nil {
+			t.Fatalf("Spend k2 up to the ceiling: %v", err)
+		}
+		for range 2 {
+			if err := spend(s, "k1", "30", at); err != nil {
+				t.Errorf("Spend k1 again at its time and amount, its own record not counted: %v, want success", err)
+			}
+		}
+		expectSpent(t, s, "after the repeats", at, nil, "100")
+		expectSpent(t, s, "after the repeats, but for k2", at, []string{"k2"}, "30")
+		if err := spend(s, "k3", "0.01", at); !errors.Is(err, store.ErrCeiling) {
+			t.Errorf("a spend 0.01 past the ceiling after the repeats: %v, want ErrCeiling", err)
+		}
+	})
+
+	t.Run("A move that would pass the ceiling in its new window is ErrCeiling and leaves the spend where it was", func(t *testing.T) {
+		s := setupSpends(t)
+		at := s.k.microsecond()
+		later := at.Add(window + time.Second)
+		if err := spend(s, "k1", "30", at); err != nil {
+			t.Fatalf("Spend k1: %v", err)
+		}
+		// k1 is out of the window of a spend a window and a second later.
+		if err := spend(s, "k2", "80", later); err != nil {
+			t.Fatalf("Spend k2 a window and a second after k1: %v", err)
+		}
+		if err := spend(s, "k1", "30", later); !errors.Is(err, store.ErrCeiling) {
+			t.Errorf("moving k1 to k2's time, 30 with k2's 80 against 100: %v, want ErrCeiling", err)
+		}
+		expectSpent(t, s, "at the time k1 was not moved to", later, nil, "80")
+		expectSpent(t, s, "at k1's time, but for k2", at, []string{"k2"}, "30")
+		expectSpent(t, s, "at k1's time", at, nil, "110")
+	})
+}
+
+// expectFencedSave fails unless err is store.ErrFenced as a store's answer,
+// not wrapped in a *store.Error: the run is held, and nothing failed.
+func expectFencedSave(t *testing.T, what string, err error) {
+	t.Helper()
+	var se *store.Error
+	switch {
+	case !errors.Is(err, store.ErrFenced):
+		t.Errorf("%s: %v, want ErrFenced", what, err)
+	case errors.As(err, &se):
+		t.Errorf("%s: %v, want ErrFenced itself, not a *store.Error: nothing failed", what, err)
+	}
+}
+
+func runHolderBoundaries(t *testing.T, open Open) {
+	const runLease = time.Minute
+	// heldBy is run-1 saved by holder, running under a lease from now
+	// (none when expires is zero: the save lets the run go).
+	heldBy := func(k kit, holder string, status store.RunStatus, expires time.Time) *store.PlanRecord {
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), status, k.microsecond())
+		rec.Holder, rec.LeaseExpires = holder, expires
+		return rec
+	}
+	expectHolder := func(t *testing.T, k kit, holder string, expires time.Time) {
+		t.Helper()
+		got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if got.Holder != holder || !sameInstant(got.LeaseExpires, expires) {
+			t.Errorf("LoadPlan: held by %q until %v, want %q until %v", got.Holder, got.LeaseExpires, holder, expires)
+		}
+	}
+
+	t.Run("Of two holders saving one run, the second is ErrFenced while the first's lease is live, and saves once it ran out", func(t *testing.T) {
+		k := setup(t, open)
+		expires := k.microsecond().Add(runLease)
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunRunning, expires)); err != nil {
+			t.Fatalf("SavePlan by exec-1: %v", err)
+		}
+		expectFencedSave(t, "SavePlan by exec-2 while exec-1's lease is live", k.Plans.SavePlan(k.ctx, heldBy(k, "exec-2", store.RunRunning, expires)))
+		rec := heldBy(k, "exec-2", store.RunRunning, expires)
+		rec.Update = true
+		expectFencedSave(t, "SavePlan with Update by exec-2 while exec-1's lease is live", k.Plans.SavePlan(k.ctx, rec))
+		// The holder saves again, and moves its lease on.
+		k.clk.Advance(runLease / 2)
+		expires = k.microsecond().Add(runLease)
+		rec = heldBy(k, "exec-1", store.RunRunning, expires)
+		rec.Update = true
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan by exec-1 again: %v", err)
+		}
+		expectHolder(t, k, "exec-1", expires)
+		k.clk.Advance(runLease / 2)
+		expectFencedSave(t, "SavePlan by exec-2 before exec-1's lease moved on runs out", k.Plans.SavePlan(k.ctx, heldBy(k, "exec-2", store.RunRunning, expires)))
+		k.clk.Advance(runLease/2 + time.Second)
+		next := k.microsecond().Add(runLease)
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-2", store.RunRunning, next)); err != nil {
+			t.Fatalf("SavePlan by exec-2 once exec-1's lease ran out: %v", err)
+		}
+		expectHolder(t, k, "exec-2", next)
+		expectFencedSave(t, "SavePlan by exec-1 once exec-2 holds the run", k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunRunning, next)))
+	})
+
+	t.Run("A save with no lease lets the run go: no holder is kept, and anyone may save next", func(t *testing.T) {
+		k := setup(t, open)
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunRunning, k.microsecond().Add(runLease))); err != nil {
+			t.Fatalf("SavePlan by exec-1: %v", err)
+		}
+		rec := heldBy(k, "exec-1", store.RunInterrupted, time.Time{})
+		rec.Update = true
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan by exec-1 with no lease: %v", err)
+		}
+		expectHolder(t, k, "", time.Time{})
+		if _, ok := k.lister(); ok {
+			if listed := k.listAll(t, "acme", nil, 10); len(listed) != 1 || !listed[0].LeaseExpires.IsZero() {
+				t.Errorf("listed %+v, want run-1 with no lease", listed)
+			}
+		}
+		// Within what was exec-1's lease.
+		expires := k.microsecond().Add(runLease)
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-2", store.RunRunning, expires)); err != nil {
+			t.Fatalf("SavePlan by exec-2 after exec-1 let the run go: %v", err)
+		}
+		expectHolder(t, k, "exec-2", expires)
+	})
+
+	for _, update := range []bool{false, true} {
+		t.Run(fmt.Sprintf("A fenced save writes nothing: not its plan, status, lease or events, and drops no step (Update %v)", update), func(t *testing.T) {
+			k := setup(t, open)
+			expires := k.microsecond().Add(runLease)
+			rec := heldBy(k, "exec-1", store.RunRunning, expires)
+			rec.Events = eventDocs("held", 2)
+			if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+				t.Fatalf("SavePlan by exec-1: %v", err)
+			}
+			if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.microsecond())); err != nil {
+				t.Fatalf("SaveStep: %v", err)
+			}
+			before, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			if err != nil {
+				t.Fatalf("LoadPlan: %v", err)
+			}
+			k.clk.Advance(time.Second)
+			// Another plan, whose save would drop the step, another
+			// status, what it waits for, and events.
+			other := sampleRecord("acme", "run-1", samplePlan("plan-2"), store.RunAwaitingApproval, k.microsecond())
+			other.Holder, other.LeaseExpires, other.Update, other.Events = "exec-2", k.microsecond().Add(runLease), update, zombieEvents
+			other.Waiting = []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "sha256:req"}}
+			expectFencedSave(t, "SavePlan by exec-2 while exec-1 holds the run", k.Plans.SavePlan(k.ctx, other))
+			got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			switch {
+			case err != nil:
+				t.Fatalf("LoadPlan after the fenced save: %v", err)
+			case got.PlanID != "plan-1" || got.Status != store.RunRunning || !jsonEqual(got.Plan, before.Plan) || len(got.Waiting) != 0:
+				t.Errorf("after the fenced save the run is %s waiting for %s, want %s as it was", showRun(got), showWaits(got.Waiting), showRun(before))
+			case len(got.Steps) != 1:
+				t.Errorf("after the fenced save the run has %d steps, want its one", len(got.Steps))
+			case !got.Updated.Equal(before.Updated):
+				t.Errorf("after the fenced save the run was updated %v, want %v as it was", got.Updated, before.Updated)
+			}
+			expectHolder(t, k, "exec-1", expires)
+			if _, ok := k.history(); ok {
+				k.expectHistory(t, "acme", "run-1", rec.Events)
+			}
+		})
+	}
+
+	t.Run("A run taken with TakeRun by a holder is saved by it and by no other, and ExtendRun and Stalled go by its lease", func(t *testing.T) {
+		k := setup(t, open)
+		r, ok := k.Plans.(store.Recoverer)
+		if !ok {
+			t.Skip("Plans recovers nothing (store.Recoverer)")
+		}
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunRunning, k.microsecond().Add(runLease))); err != nil {
+			t.Fatalf("SavePlan by exec-1: %v", err)
+		}
+		k.clk.Advance(runLease + time.Second)
+		ref := store.RunRef{Tenant: "acme", RunID: "run-1"}
+		now := k.microsecond()
+		if took, err := r.TakeRun(k.ctx, ref, "exec-3", now, runLease); err != nil || !took {
+			t.Fatalf("TakeRun by exec-3 once exec-1's lease ran out = %v, %v; want true", took, err)
+		}
+		expectHolder(t, k, "exec-3", now.Add(runLease))
+		for _, other := range []string{"exec-1", "exec-2", ""} {
+			rec := heldBy(k, other, store.RunRunning, now.Add(runLease))
+			rec.Update = true
+			expectFencedSave(t, fmt.Sprintf("SavePlan by %q while exec-3 holds the run it took", other), k.Plans.SavePlan(k.ctx, rec))
+		}
+		k.clk.Advance(time.Second)
+		expires := k.microsecond().Add(runLease)
+		rec := heldBy(k, "exec-3", store.RunRunning, expires)
+		rec.Update = true
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan by exec-3, which took the run: %v", err)
+		}
+		expires = expires.Add(runLease)
+		if err := r.ExtendRun(k.ctx, ref, "exec-3", expires); err != nil {
+			t.Errorf("ExtendRun by exec-3 after its save: %v", err)
+		}
+		if err := r.ExtendRun(k.ctx, ref, "exec-1", expires); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("ExtendRun by exec-1: %v, want ErrFenced", err)
+		}
+		expectHolder(t, k, "exec-3", expires)
+		if got, err := r.Stalled(k.ctx, expires.Add(-time.Microsecond), 10); err != nil || len(got) != 0 {
+			t.Errorf("Stalled before exec-3's lease runs out = %+v, %v; want none", got, err)
+		}
+		if got, err := r.Stalled(k.ctx, expires, 10); err != nil || len(got) != 1 || got[0] != ref {
+			t.Errorf("Stalled as exec-3's lease runs out = %+v, %v; want run-1", got, err)
+		}
+		k.clk.Advance(expires.Sub(k.clk.Now()))
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-2", store.RunRunning, k.microsecond().Add(runLease))); err != nil {
+			t.Errorf("SavePlan by exec-2 as exec-3's lease runs out: %v", err)
+		}
+	})
+}
+
+func runHolderRaceBoundaries(t *testing.T, open Open) {
+	t.Run("Of executions saving one run at once, each under a live lease, one holds it and the others are ErrFenced", func(t *testing.T) {
+		const savers = 8
+		k := setup(t, open)
+		for _, start := range []string{"a new run", "a run whose holder's lease ran out"} {
+			if start != "a new run" {
+				k.clk.Advance(time.Hour) // the winner's lease below runs out
+			}
+			expires := k.microsecond().Add(time.Minute)
+			errs := make([]error, savers)
+			begin := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range errs {
+				rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.microsecond())
+				rec.Holder, rec.LeaseExpires, rec.Events = fmt.Sprint("exec-", i), expires, eventDocs(fmt.Sprint("exec-", i), 1)
+				wg.Go(func() {
+					<-begin
+					errs[i] = k.Plans.SavePlan(k.ctx, rec)
+				})
+			}
+			close(begin)
+			wg.Wait()
+			won := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && won >= 0:
+					t.Errorf("%s: both exec-%d and exec-%d saved it", start, won, i)
+				case err == nil:
+					won = i
+				case !errors.Is(err, store.ErrFenced):
+					t.Errorf("%s: SavePlan by exec-%d: %v, want nil or ErrFenced", start, i, err)
+				}
+			}
+			if won < 0 {
+				t.Fatalf("%s: no execution saved it", start)
+			}
+			switch got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); {
+			case err != nil:
+				t.Fatalf("%s: LoadPlan: %v", start, err)
+			case got.Holder != fmt.Sprint("exec-", won):
+				t.Errorf("%s: LoadPlan: held by %q, want exec-%d, which saved it", start, got.Holder, won)
+			}
+		}
+		// Each save that held the run appended its event; no other did.
+		if _, ok := k.history(); ok {
+			if got := k.events(t, "acme", "run-1"); len(got) != 2 {
+				t.Errorf("%d events stored by the saves, want one of each save that held the run", len(got))
+			}
 		}
 	})
 }

@@ -381,6 +381,9 @@ func (m *markedSteps) SavePlan(ctx context.Context, rec *store.PlanRecord) error
 }
 
 func (m *markedSteps) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	if req.Peek {
+		return m.Store.Claim(ctx, req) // a look, not a step's claim
+	}
 	m.at(beforeClaim, req.StepID)
 	c, err := m.Store.Claim(ctx, req)
 	if err == nil && c.State == store.ClaimAcquired {
@@ -642,6 +645,11 @@ func (r *recovery) until(ctx context.Context, attempt func(n int) (*planexec.Run
 // shows. It returns how long to wait for a dead holder's lease to run out;
 // false when err holds anything else than steps of indeterminate outcome.
 func (r *recovery) settle(ctx context.Context, ex *planexec.Run, attempt int, err error) (time.Duration, bool) {
+	if errors.Is(err, planexec.ErrRunBusy) {
+		// A dead child's execution holds the run: wait until its lease
+		// runs out.
+		return crashLease, true
+	}
 	doubts, others := indeterminates(err)
 	if len(others) > 0 {
 		r.problem("attempt %d: %v", attempt, errors.Join(others...))

@@ -195,12 +195,22 @@ func (j *journal) do(fn func() error) error {
 	return fn()
 }
 
+// SavePlan writes rec unless another holder keeps the run, its lease not
+// run out: then it is ErrFenced. A zero lease lets the run go, and no
+// holder is kept.
 func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	c := *rec
 	c.Steps, c.Update = nil, false
+	if c.LeaseExpires.IsZero() {
+		c.Holder = ""
+	}
 	return j.do(func() error {
-		if rec.Update && j.plans[runKey{rec.Tenant, rec.RunID}] == nil {
+		old := j.plans[runKey{rec.Tenant, rec.RunID}]
+		switch {
+		case old == nil && rec.Update:
 			return store.ErrNoRecord
+		case old != nil && old.Holder != "" && old.Holder != rec.Holder && old.LeaseExpires.After(j.now()):
+			return store.ErrFenced
 		}
 		return j.write(entry{Plan: newPlanEntry(&c)})
 	})
@@ -256,6 +266,7 @@ func (j *journal) Claim(_ context.Context, req store.ClaimRequest) (store.Claim,
 		now := j.now()
 		c := j.claims[req.Key] // the zero row for a key nobody claimed
 		var take bool
+		// A request that peeks is never told to take: it writes nothing.
 		if out, take = c.Answer(req, now); !take {
 			out.Outcome = slices.Clone(out.Outcome)
 			return nil

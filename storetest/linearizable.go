@@ -810,10 +810,15 @@ func linStepSpend(st []store.Spend, in linIn) ([]store.Spend, linOut) {
 	}
 	i, found := slices.BinarySearchFunc(st, in.spend.Key, func(sp store.Spend, key string) int { return strings.Compare(sp.Key, key) })
 	switch {
-	case found:
-		return st, linOut{}
-	case sum(in.spend.At, nil).Add(in.spend.Amount).GreaterThan(linCeiling):
+	case found && st[i].At.Equal(in.spend.At) && st[i].Amount.Equal(in.spend.Amount):
+		return st, linOut{} // the same spend again: recorded already
+	case sum(in.spend.At, []string{in.spend.Key}).Add(in.spend.Amount).GreaterThan(linCeiling):
 		return st, linOut{err: store.ErrCeiling}
+	case found:
+		// A recorded key moves to the new time and amount.
+		next := slices.Clone(st)
+		next[i] = in.spend
+		return next, linOut{}
 	}
 	return slices.Insert(slices.Clone(st), i, in.spend), linOut{}
 }

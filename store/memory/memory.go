@@ -75,14 +75,19 @@ type run struct {
 	slab  []store.StepRecord // step records not yet handed out
 }
 
-// SavePlan implements store.PlanStore.
+// SavePlan implements store.PlanStore. A run another holder keeps, its
+// lease not run out at the store's clock, is ErrFenced; the holder is
+// kept only with a lease (a zero LeaseExpires lets the run go).
 func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := [2]string{rec.Tenant, rec.RunID}
 	r, ok := s.runs[k]
-	if !ok && rec.Update {
+	switch {
+	case !ok && rec.Update:
 		return store.ErrNoRecord
+	case ok && heldByAnother(&r.rec, rec.Holder, s.now()):
+		return store.ErrFenced
 	}
 	if ok && r.rec.PlanID == rec.PlanID {
 		plan, created := r.rec.Plan, r.rec.Created
@@ -105,8 +110,17 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	}
 	r.rec.Waiting = cloneWaits(rec.Waiting)
 	r.rec.Steps, r.rec.Events, r.rec.Update = nil, nil, false
+	if r.rec.LeaseExpires.IsZero() {
+		r.rec.Holder = "" // the run is let go
+	}
 	s.appendEvents(k, rec.Events)
 	return nil
+}
+
+// heldByAnother reports whether rec is held, at now, by an execution
+// other than holder: its holder's lease has not run out.
+func heldByAnother(rec *store.PlanRecord, holder string, now time.Time) bool {
+	return rec.Holder != "" && rec.Holder != holder && rec.LeaseExpires.After(now)
 }
 
 // SaveStep implements store.PlanStore.
@@ -199,18 +213,23 @@ type claim struct {
 	updated   time.Time // when it was last written
 }
 
-// Claim implements store.IdempotencyStore.
+// Claim implements store.IdempotencyStore. A request that peeks
+// (req.Peek) is answered from the key's row, or from none, and changes
+// nothing.
 func (s *Store) Claim(_ context.Context, req store.ClaimRequest) (store.Claim, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	c, ok := s.claims[req.Key]
+	var row store.ClaimRow // a key nobody claimed
 	if ok {
-		if answer, take := c.Answer(req, now); !take {
-			answer.Outcome = clone(answer.Outcome)
-			return answer, nil
-		}
-	} else {
+		row = c.ClaimRow
+	}
+	if answer, take := row.Answer(req, now); !take {
+		answer.Outcome = clone(answer.Outcome)
+		return answer, nil
+	}
+	if !ok {
 		c = s.newClaim()
 		s.claims[req.Key] = c
 	}

@@ -11,23 +11,35 @@ import (
 	"github.com/planexec/planexec/store"
 )
 
-// Spend implements store.CeilingStore.
+// Spend implements store.CeilingStore. A spend of a key already recorded
+// is moved to sp.At with sp.Amount, checked as a new spend without its
+// old record; one recorded at that time and amount already is left as it
+// is.
 func (s *Store) Spend(_ context.Context, sp store.Spend, window time.Duration, ceiling decimal.Decimal) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	spent := decimal.Zero
-	for _, old := range s.spends[sp.Grant] {
-		if old.Key == sp.Key {
-			return nil // this step spent already
-		}
-		if within(old.At, sp.At, window) {
-			spent = spent.Add(old.Amount)
+	spends := s.spends[sp.Grant]
+	spent, recorded := decimal.Zero, -1
+	for i, old := range spends {
+		switch {
+		case old.Key != sp.Key:
+			if within(old.At, sp.At, window) {
+				spent = spent.Add(old.Amount)
+			}
+		case old.At.Equal(sp.At) && old.Amount.Equal(sp.Amount):
+			return nil // this step spent already, as it spends now
+		default:
+			recorded = i
 		}
 	}
-	if spent.Add(sp.Amount).GreaterThan(ceiling) {
+	switch {
+	case spent.Add(sp.Amount).GreaterThan(ceiling):
 		return store.ErrCeiling
+	case recorded >= 0:
+		spends[recorded] = sp
+	default:
+		s.spends[sp.Grant] = append(spends, sp)
 	}
-	s.spends[sp.Grant] = append(s.spends[sp.Grant], sp)
 	return nil
 }
 

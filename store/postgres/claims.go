@@ -74,11 +74,24 @@ const heldBySQL = `SELECT (SELECT state = 'acquired' AND epoch = $3 FROM {s}.cla
 const claimAttempts = 8
 
 // Claim implements store.IdempotencyStore. Acquiring a key takes one
-// round trip; finding it taken, two.
+// round trip; finding it taken, two. A request that peeks (req.Peek)
+// takes one, a read of the key's row (heldSQL): it inserts and updates
+// nothing, and a key it would take, or one with no row, is reported free.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	const op = "claim"
 	k := req.Key
 	now := s.now()
+	if req.Peek {
+		row, at, err := s.held(ctx, k, now)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			row = store.ClaimRow{} // a key nobody claimed
+		case err != nil:
+			return store.Claim{}, storeErr(op, err)
+		}
+		c, _ := row.Answer(req, at) // never told to take: req peeks
+		return c, nil
+	}
 	for range claimAttempts {
 		var (
 			epoch   int64

@@ -160,7 +160,9 @@
 // matches the holder's epoch, so a holder whose claim was taken over changes
 // nothing and gets [store.ErrFenced]. A key left in doubt stays in doubt,
 // whatever its lease, until Resolve; Resolve refuses a live holder with
-// [store.ErrInFlight].
+// [store.ErrInFlight]. A claim that only peeks (ClaimRequest.Peek) skips
+// the INSERT: it reads the key's row, inserts and updates nothing, and
+// reports a key it would take (or one with no row) free.
 //
 // Leases are measured by the database's clock, so replicas need not agree
 // on the time. [WithClock] measures them by a clock of your own instead;
@@ -203,12 +205,15 @@
 // CONFLICT DO UPDATE) until the transaction ends; the second, whose
 // snapshot is taken once the lock is held, sees every spend of the grant
 // committed before it, sums the window (every spend after At-window) and
-// records the spend only if the key is new to the grant and the sum plus
-// the amount is within the ceiling. Spends of one grant are so checked one
-// at a time, whichever connection or replica makes them, and never pass
-// the ceiling together; spends of different grants do not wait for each
-// other. A key recorded already is not counted again (a resumed step). Sums
-// and comparisons are numeric: exact to the last digit.
+// records the spend only if the sum plus the amount is within the ceiling.
+// Spends of one grant are so checked one at a time, whichever connection
+// or replica makes them, and never pass the ceiling together; spends of
+// different grants do not wait for each other. A key recorded already (a
+// step acting again) is moved by the same statement (INSERT … ON CONFLICT
+// DO UPDATE) to the spend's time and amount, its own old amount left out
+// of the sum; refused, it stays where it was. One recorded at that time
+// and amount already is left as it is and succeeds. Sums and comparisons
+// are numeric: exact to the last digit.
 //
 // # Pruning
 //
@@ -242,7 +247,13 @@
 // A run saved running names its holder (the execution running it) and a
 // lease, which the execution moves on while it runs (ExtendRun: one
 // UPDATE matching the holder and the running status; another holder, or a
-// run no longer running, is [store.ErrFenced]). Stalled lists the runs of
+// run no longer running, is [store.ErrFenced]). A save with no lease lets
+// the run go: its holder is written NULL. SavePlan of a run another holder
+// keeps, its lease not run out at the store's clock, is [store.ErrFenced]
+// and writes nothing: the upsert of the plans row judges the holder and
+// lease on the row it locked (the conflict's, so a run two savers create
+// at once is judged on the first's row too), and changes nothing when the
+// row is held by another. Stalled lists the runs of
 // every tenant that are interrupted, or running with a lease that ran out
 // (a NULL lease counts as run out), by tenant and run id in byte order: a
 // range of plans_unfinished. TakeRun is one conditional UPDATE: it makes

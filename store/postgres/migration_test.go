@@ -328,8 +328,9 @@ func TestRowsOfTheSecondSchemaAreCarriedOver(t *testing.T) {
 	if h, err := s.Events(ctx, "acme", "run-1", 0, 10); err != nil || len(h) != 2 || h[0].Seq != 1 || h[1].Seq != 2 || string(h[1].Event) != string(w.Events[0]) {
 		t.Errorf("history after the step = %+v, %v", h, err)
 	}
+	// Saved by the recoverer that took it, which lets it go.
 	rec := *got
-	rec.Status, rec.Updated = store.RunAwaitingApproval, updated.Add(time.Minute)
+	rec.Status, rec.Updated, rec.Holder = store.RunAwaitingApproval, updated.Add(time.Minute), "recoverer"
 	rec.Waiting = []store.Wait{{StepID: "s2", Tool: "notify", Request: "sha256:r"}}
 	rec.Delegation = json.RawMessage(`{"run_id":"run-1","tenant":"acme"}`)
 	if err := s.SavePlan(ctx, &rec); err != nil {

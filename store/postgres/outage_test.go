@@ -257,8 +257,13 @@ func (r *outageRun) finish(ctx context.Context, deadline time.Time, led *ledger)
 				wait = max(wait, min(time.Until(ind.LeaseExpires), outageLease))
 			case errors.As(e, &se):
 				r.storeErrs++
+			case errors.Is(e, planexec.ErrRunBusy):
+				// The run is held by an earlier attempt the outage cut
+				// off before it let the run go: wait its lease out.
+				wait = max(wait, outageLease/4)
 			case errors.Is(e, store.ErrFenced):
-				// A write that reached the server after the lease ran out.
+				// A write that reached the server after the lease ran out,
+				// or the save of a run an earlier attempt holds.
 			default:
 				r.unexpected = append(r.unexpected, e)
 			}

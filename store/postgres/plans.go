@@ -24,16 +24,21 @@ const (
 	// does a new run (a step that finished while its run was forgotten
 	// leaves a row behind). Judged in the statement's snapshot, so a replica
 	// saving the plan a moment after another already did drops no step of
-	// it.
+	// it. A row another holder keeps (not $13, the saver) under a lease
+	// that has not run out at the clock $14 (NULL: the database's) is not
+	// updated: judged on the row as locked, the one lockPlanSQL locked or,
+	// for a run two savers create at once, the one the first committed. It
+	// then changes no row, and SavePlan rolls back (ErrFenced).
 	writePlanSQL = `WITH dropped AS (
 	DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2
 	AND NOT EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2 AND plan_id = $3)
 )
-INSERT INTO {s}.plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
+INSERT INTO {s}.plans AS p (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
 	status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated,
-	waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires`
+	waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires
+WHERE coalesce(p.holder, '') IN ('', $13::text) OR p.lease_expires IS NULL OR p.lease_expires <= coalesce($14::timestamptz, now())`
 	// saveStepSQL writes a step's row if its run has a plan.
 	saveStepSQL = `INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
 SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)` + stepConflict
@@ -112,7 +117,11 @@ const jointAttempts = 3
 // in the same transaction; a record to update (rec.Update) that is gone is
 // ErrNoRecord. What the run waits for, its delegation, its
 // holder and the holder's lease are written as they are given, each NULL
-// for none (an empty holder, a zero lease).
+// for none (an empty holder, a zero lease), but for the holder, NULL when
+// the lease is zero: the save lets the run go. A run another holder keeps,
+// its lease not run out at the store's clock ([WithClock], or the
+// database's), is ErrFenced, judged by the statement that writes the row,
+// under its lock; nothing is written then.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
@@ -157,11 +166,18 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
+		held := !c.LeaseExpires.IsZero() // a zero lease lets the run go
+		tag, err := tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
 			waiting, []byte(c.Delegation), // nil: NULL
-			pgtype.Text{String: c.Holder, Valid: c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: !c.LeaseExpires.IsZero()})
-		if err != nil || len(c.Events) == 0 {
+			pgtype.Text{String: c.Holder, Valid: held && c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: held},
+			c.Holder, s.now())
+		switch {
+		case err != nil:
 			return err
+		case tag.RowsAffected() == 0:
+			return store.ErrFenced // another execution holds the run: roll back
+		case len(c.Events) == 0:
+			return nil
 		}
 		// The plan's row is locked: the history's counter comes next, as
 		// in every write that takes both.
@@ -169,8 +185,8 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		return err
 	})
 	switch {
-	case errors.Is(err, store.ErrNoRecord):
-		return err // a run that is gone is an answer, not a store that failed
+	case errors.Is(err, store.ErrNoRecord), errors.Is(err, store.ErrFenced):
+		return err // a run that is gone, or held, is an answer, not a store that failed
 	case err != nil:
 		return storeErr(op, err)
 	}

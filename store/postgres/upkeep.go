@@ -16,7 +16,8 @@ import (
 // (implicit) transaction: the first locks the grant's row, made if it has
 // none, until the transaction ends; the second, whose snapshot is taken
 // once the lock is held, sees every spend of the grant committed before
-// and records this one if the key is new and the window has room. The
+// and records this one (or moves the key's spend to it) if the window has
+// room. The
 // spends of one grant are so checked one at a time, on whichever
 // connection, pool or replica, and never pass the ceiling together.
 const (
@@ -24,22 +25,28 @@ const (
 	lockGrantSQL = `INSERT INTO {s}.grants AS g (grant_id) VALUES ($1)
 ON CONFLICT (grant_id) DO UPDATE SET grant_id = excluded.grant_id`
 	// spendSQL records the spend of key $2 under grant $1 (tenant $3,
-	// amount $4, at $5) unless the key is recorded already or what the
-	// grant spent after $6 (a spend at a later time too), plus $4, exceeds
-	// the ceiling $7. It
-	// says whether the key was recorded already and whether it recorded
-	// it now: neither is ErrCeiling.
+	// amount $4, at $5), or moves the key's spend there, unless what the
+	// grant spent after $6 (a spend at a later time too), but for the
+	// key's own spend, plus $4, exceeds the ceiling $7. A key recorded at
+	// $5 with $4 already (same) is left as it is. The window is summed
+	// whole, from the index, and the key's own spend taken off if it is
+	// within it. It says whether the key was so recorded already and
+	// whether it recorded it now: neither is ErrCeiling.
 	spendSQL = `WITH prior AS (
-	SELECT 1 FROM {s}.spends WHERE grant_id = $1 AND key = $2
+	SELECT amount, spent_at FROM {s}.spends WHERE grant_id = $1 AND key = $2
+), same AS (
+	SELECT 1 FROM prior WHERE amount = $4::numeric AND spent_at = $5
 ), spent AS (
-	SELECT coalesce(sum(amount), 0) AS total FROM {s}.spends WHERE grant_id = $1 AND spent_at > $6
+	SELECT coalesce(sum(amount), 0) - coalesce((SELECT amount FROM prior WHERE spent_at > $6), 0) AS total
+	FROM {s}.spends WHERE grant_id = $1 AND spent_at > $6
 ), recorded AS (
 	INSERT INTO {s}.spends (grant_id, key, tenant, amount, spent_at)
 	SELECT $1, $2, $3, $4::numeric, $5 FROM spent
-	WHERE NOT EXISTS (SELECT 1 FROM prior) AND spent.total + $4::numeric <= $7::numeric
+	WHERE NOT EXISTS (SELECT 1 FROM same) AND spent.total + $4::numeric <= $7::numeric
+	ON CONFLICT (grant_id, key) DO UPDATE SET tenant = excluded.tenant, amount = excluded.amount, spent_at = excluded.spent_at
 	RETURNING 1
 )
-SELECT EXISTS (SELECT 1 FROM prior), EXISTS (SELECT 1 FROM recorded)`
+SELECT EXISTS (SELECT 1 FROM same), EXISTS (SELECT 1 FROM recorded)`
 	// spentSQL sums what grant $1 spent after $2, as text: exact.
 	spentSQL = `SELECT coalesce(sum(amount), 0)::text FROM {s}.spends WHERE grant_id = $1 AND spent_at > $2 AND key <> ALL($3::text[])`
 )
@@ -47,14 +54,17 @@ SELECT EXISTS (SELECT 1 FROM prior), EXISTS (SELECT 1 FROM recorded)`
 // Spend implements store.CeilingStore: the check and the record are one
 // transaction under the grant's row lock, one round trip. Amounts and the
 // ceiling are compared as numeric, exactly. A spend whose grant and key
-// are recorded already records nothing and succeeds, whatever its amount.
+// are recorded already is moved to sp.At with sp.Amount, by the statement
+// that records a new one, and checked as one without the key's old
+// record; refused (ErrCeiling), it is left where it was. One recorded at
+// sp.At with sp.Amount already is left as it is and succeeds.
 func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration, ceiling decimal.Decimal) error {
 	args := []any{sp.Grant, sp.Key, sp.Tenant, sp.Amount.String(), sp.At, sp.At.Add(-window), ceiling.String()}
-	var already, recorded bool
+	var same, recorded bool
 	for attempt := 1; ; attempt++ {
 		b := &pgx.Batch{}
 		b.Queue(s.q.lockGrant, sp.Grant)
-		b.Queue(s.q.spend, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&already, &recorded) })
+		b.Queue(s.q.spend, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&same, &recorded) })
 		// One Sync for both: they run in one implicit transaction, which
 		// Close ends.
 		err := s.pool.SendBatch(ctx, b).Close()
@@ -64,7 +74,7 @@ func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration,
 		switch {
 		case err != nil:
 			return storeErr("spend", err)
-		case already || recorded:
+		case same || recorded:
 			return nil
 		}
 		return store.ErrCeiling

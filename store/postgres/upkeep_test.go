@@ -261,9 +261,9 @@ func TestARunsHolderAndLeaseAreKept(t *testing.T) {
 	if err := s.ExtendRun(ctx, store.RunRef{Tenant: "globex", RunID: "run-1"}, "worker/1", at); !errors.Is(err, store.ErrNoRecord) {
 		t.Errorf("ExtendRun of another tenant's run: %v, want ErrNoRecord", err)
 	}
-	// The run stops: saved with no holder, it has none, and its holder
-	// may not move a lease on it.
-	rec.Status, rec.Holder, rec.LeaseExpires = store.RunInterrupted, "", time.Time{}
+	// The run stops: saved by its holder with no lease, it has no holder,
+	// and its holder may not move a lease on it.
+	rec.Status, rec.LeaseExpires = store.RunInterrupted, time.Time{}
 	if err := s.SavePlan(ctx, rec); err != nil {
 		t.Fatal(err)
 	}

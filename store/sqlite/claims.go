@@ -15,8 +15,13 @@ import (
 // Claim implements store.IdempotencyStore. A key nobody claimed is taken
 // by one insert; any other goes through a transaction that reads the row
 // under the write lock (claimRow). The row records whether the effect is
-// once per tenant, and when it was written, for Prune.
+// once per tenant, and when it was written, for Prune. A request that
+// peeks (req.Peek) only reads the row, on a read connection: it writes
+// nothing.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	if req.Peek {
+		return s.peek(ctx, req)
+	}
 	now := s.now()
 	c, n, err := insertClaim(ctx, on{s.ws, nil}, req, now)
 	if err != nil {
@@ -26,6 +31,20 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) (store.Claim,
 		return c, nil
 	}
 	return s.claimRow(ctx, req)
+}
+
+// peek answers a request that only looks at the key: from its row as the
+// last commit left it, or, when it has none, as a key nobody claimed.
+func (s *Store) peek(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	row, err := readClaim(ctx, on{s.rs, nil}, req.Key)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		row = store.ClaimRow{}
+	case err != nil:
+		return store.Claim{}, storeErr("claim", err)
+	}
+	c, _ := row.Answer(req, s.now()) // never told to take: req peeks
+	return c, nil
 }
 
 // insertClaim takes req's key from nobody at now, if it has no row; n says

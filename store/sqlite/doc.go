@@ -46,7 +46,9 @@
 // clocks that agree. A claim's row records too whether its effect is once
 // per tenant (ClaimRequest.PerTenant) and when it was last written, for
 // Prune; Prune may delete the row of a settled claim, and the key is then
-// claimed again from epoch 1.
+// claimed again from epoch 1. A claim that only peeks
+// (ClaimRequest.Peek) reads the key's row on a read connection and
+// writes nothing: a key it would take is reported free.
 //
 // # Histories
 //
@@ -89,8 +91,12 @@
 // goes through and one a fraction past it is refused with
 // [store.ErrCeiling], recording nothing. A spend reads its window, so its
 // cost grows with the spends within it. A grant and key already recorded
-// record nothing and succeed: a resumed step spends once. An amount that
-// is not a decimal is refused with [store.ErrCorruptRecord].
+// are moved to the spend's time and amount, checked against the window
+// there without the key's own row, by the same upsert that records a new
+// spend; refused, the row is left as it was. One already at that time and
+// amount is left as it is and succeeds: a step spends once, when it last
+// acted. An amount that is not a decimal is refused with
+// [store.ErrCorruptRecord].
 //
 // # Pruning
 //
@@ -114,7 +120,13 @@
 // # Recovery
 //
 // A run's row has the execution that holds it (holder) and when its lease
-// on the run runs out (lease_expires), NULL unless it is running. Stalled
+// on the run runs out (lease_expires), NULL unless it is running: SavePlan
+// writes the holder only with a lease, and NULL when a zero lease lets the
+// run go. SavePlan of a run another holder keeps, its lease not run out at
+// the store's clock, is [store.ErrFenced] and writes nothing: the holder
+// and lease are read and judged in the write transaction that writes the
+// row, under the file's write lock, so of executions saving one run at
+// once, in one process or several, one holds it. Stalled
 // lists, across tenants by tenant and run id, the runs interrupted or
 // running under a lease that ran out (a running run with no lease counts
 // as one): a walk of a partial index over running and interrupted runs.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/planexec/planexec/internal/storecodec"
 	"github.com/planexec/planexec/store"
@@ -16,9 +17,14 @@ import (
 // written at store.RecordVersion; a stored record of a newer version
 // (in its row or its document) is not overwritten (ErrNewerRecord). What
 // the run waits for and its delegation are columns of the run's row, NULL
-// when it has none, and so are its holder and the lease on it; waits that
-// could not be read back (one naming neither or both a request and a key)
-// are refused, and nothing is written.
+// when it has none, and so are its holder and the lease on it: the holder
+// is rec.Holder while rec.LeaseExpires holds the run, NULL once a zero
+// lease lets it go. A run another holder keeps, its lease not run out at
+// the store's clock, is ErrFenced: read and judged in the write
+// transaction, under the write lock, so of executions saving one run at
+// once one holds it. Waits that could not be read back (one naming
+// neither or both a request and a key) are refused. Nothing is written
+// when the save is refused.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	row, err := encodePlan(rec)
@@ -26,7 +32,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		return storeErr(op, err)
 	}
 	return s.write(ctx, op, func(tx on) error {
-		if err := savePlan(ctx, tx, rec, row); err != nil {
+		if err := savePlan(ctx, tx, rec, row, s.now()); err != nil {
 			return err
 		}
 		return appendEvents(ctx, tx, rec.Tenant, rec.RunID, rec.Events, s.now())
@@ -82,16 +88,19 @@ func orNull(s string) any {
 	return s
 }
 
-// savePlan writes rec's row inside tx.
-func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) error {
+// savePlan writes rec's row inside tx, unless another holder keeps the
+// run at now (ErrFenced).
+func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, now time.Time) error {
 	var (
 		oldPlan    string
 		oldColumn  int
 		oldDoc     []byte
 		created    = nanos(rec.Created)
 		oldCreated sql.NullInt64
+		oldHolder  sql.NullString
+		oldLease   sql.NullInt64
 	)
-	err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated)
+	err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated, &oldHolder, &oldLease)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && rec.Update:
 		return store.ErrNoRecord // read or written before, and dropped since: never written back
@@ -102,14 +111,21 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow) er
 		if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
 			return err
 		}
+		if h := oldHolder.String; h != "" && h != rec.Holder && oldLease.Valid && oldLease.Int64 > instant(now) {
+			return store.ErrFenced // another execution holds the run
+		}
 		if oldPlan == rec.PlanID {
 			created = oldCreated
 		} else if _, err := tx.exec(ctx, qStepsDelete, rec.Tenant, rec.RunID); err != nil {
 			return err
 		}
 	}
+	holder := rec.Holder
+	if rec.LeaseExpires.IsZero() {
+		holder = "" // the run is let go
+	}
 	_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.PlanID, storecodec.PlanVersion, string(rec.Status), row.doc,
-		created, nanos(rec.Updated), row.waiting, row.delegation, orNull(rec.Holder), nanos(rec.LeaseExpires))
+		created, nanos(rec.Updated), row.waiting, row.delegation, orNull(holder), nanos(rec.LeaseExpires))
 	return err
 }
 

@@ -4,7 +4,7 @@ package sqlite
 // without it.
 const (
 	// plans and steps
-	qPlanHead = `SELECT plan_id, version, record, created FROM plans WHERE tenant = ? AND run_id = ?`
+	qPlanHead = `SELECT plan_id, version, record, created, holder, lease_expires FROM plans WHERE tenant = ? AND run_id = ?`
 	qPlanSave = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
@@ -81,10 +81,12 @@ const (
 	qDecisionGet = `SELECT version, decision FROM approvals WHERE tenant = ? AND record_id = ?`
 
 	// ceilings. A grant's window is every spend after ?2, a range of
-	// spends_window.
-	qSpendKnown  = `SELECT 1 FROM spends WHERE grant_id = ? AND key = ?`
+	// spends_window. qSpendAdd records a spend, or moves the one its key
+	// recorded.
+	qSpendKnown  = `SELECT amount, at FROM spends WHERE grant_id = ? AND key = ?`
 	qSpendWindow = `SELECT key, amount FROM spends WHERE grant_id = ?1 AND at > ?2`
-	qSpendAdd    = `INSERT INTO spends (grant_id, key, tenant, amount, at) VALUES (?, ?, ?, ?, ?)`
+	qSpendAdd    = `INSERT INTO spends (grant_id, key, tenant, amount, at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (grant_id, key) DO UPDATE SET tenant = excluded.tenant, amount = excluded.amount, at = excluded.at`
 
 	// recovery. stalled is the condition of a run that stopped without
 	// finishing as of ?1: interrupted, or running under a lease that ran
@@ -163,6 +165,6 @@ var (
 		qRunTake, qPlanRecord, qRunExtend, qRunExists,
 		qPruneRunEvents, qPruneRunSteps, qPruneRuns, qOrphanHistories, qPruneClaims, qPruneDecisions, qPruneSpends,
 		qSessionNew, qSessionTurn, qSessionExists, qSessionWrite, qSessionCancel, qEntryAdd}
-	reads = []string{qPlanLoad, qStepsLoad, qDecisionGet, qEventsRead, qRunsFirst, qRunsAfter, qRunsFirstIn, qRunsAfterIn,
+	reads = []string{qPlanLoad, qStepsLoad, qDecisionGet, qClaimGet, qEventsRead, qRunsFirst, qRunsAfter, qRunsFirstIn, qRunsAfterIn,
 		qSpendWindow, qStalled, qSessionGet, qSessionTurn, qSessionExists, qEntriesRead}
 )

@@ -19,20 +19,28 @@ import (
 // its first read, so spenders in this process or another are counted one
 // after another and never take the grant past its ceiling together. The
 // window's amounts are summed as exact decimals. A grant and key already
-// recorded record nothing and succeed; a spend the ceiling refuses is
-// store.ErrCeiling.
+// recorded are moved to sp.At with sp.Amount, checked as a new spend
+// without the key's own record, by the same statement that records a
+// new one; recorded at that time and amount already, they are left as
+// they are, and succeed. A spend the ceiling refuses is store.ErrCeiling,
+// and leaves what was recorded as it was.
 func (s *Store) Spend(ctx context.Context, sp store.Spend, window time.Duration, ceiling decimal.Decimal) error {
 	const op = "spend"
 	return s.write(ctx, op, func(tx on) error {
-		var one int
-		err := tx.row(ctx, qSpendKnown, sp.Grant, sp.Key).Scan(&one)
+		var (
+			amount string
+			at     int64
+		)
+		err := tx.row(ctx, qSpendKnown, sp.Grant, sp.Key).Scan(&amount, &at)
 		switch {
 		case err == nil:
-			return nil // this step spent already
+			if d, derr := decimal.NewFromString(amount); derr == nil && d.Equal(sp.Amount) && at == instant(sp.At) {
+				return nil // this step spent already, as it spends now
+			}
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
 		}
-		spent, err := sumWindow(ctx, tx, sp.Grant, sp.At, window, nil)
+		spent, err := sumWindow(ctx, tx, sp.Grant, sp.At, window, []string{sp.Key})
 		if err != nil {
 			return err
 		}
