@@ -170,8 +170,9 @@
 //   - [store.ErrFenced]: a store refused a write from a holder whose claim
 //     was taken over (another execution of the run has it now).
 //   - [ErrRunBusy], [ErrNoOutcome], [ErrInvalidDecision]: a run asked to
-//     execute twice at once, an outcome read from a step that did not finish,
-//     a decision that cannot be recorded.
+//     execute while it executes (on this Run, or by another execution, on
+//     any replica, that holds it in the store), an outcome read from a step
+//     that did not finish, a decision that cannot be recorded.
 //   - [ErrNotPending]: a decision for a request the stored run does not
 //     await (another run's or tenant's, never made, already decided: the
 //     first decision stands), or a second, different result for a call

@@ -1,7 +1,9 @@
 // Package storetest checks that a store behaves as the planexec executor
 // needs: the conformance suite ([Run]) for every [store.Store]; a
-// linearizability check of its claims and spends ([Linearizable]); for
-// durable ones, checks of two handles on one backing
+// linearizability check of its claims and spends ([Linearizable]); a
+// model-based test of the executor's guarantees over it ([Guarantees]:
+// never twice, no ceiling passed, one effect per approval, nothing lost);
+// for durable ones, checks of two handles on one backing
 // ([TranscriptsAcrossHandles]) and a crash harness ([CrashAnywhere],
 // [CrashAnywhereInRounds]); and benchmarks every store runs alike.
 // The in-memory store (package store/memory) is the reference: it passes
@@ -45,8 +47,10 @@
 //   - StepStore: CompleteStep and ReleaseStep write claim, record and events
 //     together or not at all.
 //   - Boundaries: a save of a run that is gone (SavePlan with Update) is
-//     refused and writes nothing; only the run that took a key resolves it;
-//     Spent leaves out what it is told to; of people deciding one request at
+//     refused and writes nothing, and so is one over a run another holder
+//     holds; a peek at a claim writes nothing; only the run that took a key
+//     resolves it; a spend moves to when its step acts; Spent leaves out
+//     what it is told to; of people deciding one request at
 //     once exactly one does; what a run waits for comes back as written;
 //     every limit is clamped (math.MaxInt, negative); times at the
 //     microsecond come back exactly, and a window's edge is the same to
