@@ -123,10 +123,12 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 				return nil
 			}}
 			plan := iOne(iSearch("s1", "LHR"))
+			// Once per tenant: other runs meet the key while it is held.
+			perTenant := withContracts(r, map[string][]planexec.ContractOption{"search_flights": {planexec.OncePerTenant()}})
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a"), leaseOf(lease)))
+			first, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-a"), leaseOf(lease), perTenant))
 			done := make(chan error, 1)
 			go func() {
 				_, err := first.Execute(ctx, plan)
@@ -145,7 +147,7 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 			}
 			db.clk.Advance(lease * 9 / 10)
 
-			second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b"), leaseOf(lease)))
+			second, _ := newExecutor(t, r, edits(withStore(db), withHolder("worker-b"), leaseOf(lease), perTenant, iRun("acme", "run-2")))
 			_, err := second.Execute(context.Background(), plan)
 			hold.open()
 			ferr := <-done
@@ -165,7 +167,7 @@ func TestAClaimIsRenewedWhileItsToolRuns(t *testing.T) {
 				t.Errorf("first executor: %v", ferr)
 			}
 			// The first holder's outcome is recorded, cancelled or not.
-			third, _ := newExecutor(t, r, withStore(db))
+			third, _ := newExecutor(t, r, edits(withStore(db), perTenant, iRun("acme", "run-3")))
 			res, err := third.Execute(context.Background(), plan)
 			if err != nil || !res.Steps["s1"].Replayed {
 				t.Errorf("a later run: %+v, %v; want s1 replayed from the first holder's record", res, err)

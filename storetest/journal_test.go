@@ -195,8 +195,17 @@ func (j *journal) do(fn func() error) error {
 	return fn()
 }
 
-// SavePlan writes rec unless another holder keeps the run, its lease not
-// run out: then it is ErrFenced. A zero lease lets the run go, and no
+// savedAt is when rec is saved, by the saver's clock, or the store's for a
+// record that does not say.
+func savedAt(rec *store.PlanRecord, now func() time.Time) time.Time {
+	if rec.Updated.IsZero() {
+		return now()
+	}
+	return rec.Updated
+}
+
+// SavePlan writes rec unless another holder keeps the run, its lease
+// running past the save's time: then it is ErrFenced. A zero lease lets the run go, and no
 // holder is kept.
 func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	c := *rec
@@ -209,7 +218,7 @@ func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		switch {
 		case old == nil && rec.Update:
 			return store.ErrNoRecord
-		case old != nil && old.Holder != "" && old.Holder != rec.Holder && old.LeaseExpires.After(j.now()):
+		case old != nil && old.Holder != "" && old.Holder != rec.Holder && old.LeaseExpires.After(savedAt(rec, j.now)):
 			return store.ErrFenced
 		}
 		return j.write(entry{Plan: newPlanEntry(&c)})

@@ -76,7 +76,7 @@ type run struct {
 }
 
 // SavePlan implements store.PlanStore. A run another holder keeps, its
-// lease not run out at the store's clock, is ErrFenced; the holder is
+// lease running past the save's time (rec.Updated), is ErrFenced; the holder is
 // kept only with a lease (a zero LeaseExpires lets the run go).
 func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	s.mu.Lock()
@@ -86,7 +86,7 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	switch {
 	case !ok && rec.Update:
 		return store.ErrNoRecord
-	case ok && heldByAnother(&r.rec, rec.Holder, s.now()):
+	case ok && heldByAnother(&r.rec, rec.Holder, savedAt(rec, s.now)):
 		return store.ErrFenced
 	}
 	if ok && r.rec.PlanID == rec.PlanID {
@@ -469,6 +469,15 @@ func (s *Store) ListRuns(_ context.Context, tenant string, q store.RunQuery) ([]
 		return strings.Compare(a.RunID, b.RunID)
 	})
 	return out[:min(len(out), max(q.Limit, 0))], nil
+}
+
+// savedAt is when rec is saved, by the saver's clock (rec.Updated), or the
+// store's for a record that does not say.
+func savedAt(rec *store.PlanRecord, now func() time.Time) time.Time {
+	if rec.Updated.IsZero() {
+		return now()
+	}
+	return rec.Updated
 }
 
 // cloneWaits copies waits with their details: a wait's detail is a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -112,6 +113,16 @@ const whyNotSQL = `SELECT (SELECT epoch = $3 AND state = 'acquired' FROM {s}.cla
 // it missed appeared meanwhile.
 const jointAttempts = 3
 
+// savedAt is when a record is saved, by the saver's clock (its Updated),
+// or the clock now gives (the store's, NULL for the database's) for one
+// that does not say.
+func savedAt(updated time.Time, now any) any {
+	if updated.IsZero() {
+		return now
+	}
+	return updated
+}
+
 // SavePlan implements store.PlanStore. Rewriting the same plan keeps its
 // creation time and its steps; a new plan id drops the steps of the old one,
 // in the same transaction; a record to update (rec.Update) that is gone is
@@ -119,8 +130,7 @@ const jointAttempts = 3
 // holder and the holder's lease are written as they are given, each NULL
 // for none (an empty holder, a zero lease), but for the holder, NULL when
 // the lease is zero: the save lets the run go. A run another holder keeps,
-// its lease not run out at the store's clock ([WithClock], or the
-// database's), is ErrFenced, judged by the statement that writes the row,
+// its lease running past the save's time (rec.Updated), is ErrFenced, judged by the statement that writes the row,
 // under its lock; nothing is written then.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
@@ -170,7 +180,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		tag, err := tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
 			waiting, []byte(c.Delegation), // nil: NULL
 			pgtype.Text{String: c.Holder, Valid: held && c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: held},
-			c.Holder, s.now())
+			c.Holder, savedAt(c.Updated, s.now()))
 		switch {
 		case err != nil:
 			return err

@@ -48,7 +48,7 @@ func (s *Store) SavePlans(ctx context.Context, recs []*store.PlanRecord) error {
 			if err != nil {
 				return err
 			}
-			if err := savePlan(ctx, tx, rec, row, s.now()); err != nil {
+			if err := savePlan(ctx, tx, rec, row, savedAt(rec, s.now)); err != nil {
 				return err
 			}
 		}

@@ -32,7 +32,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		return storeErr(op, err)
 	}
 	return s.write(ctx, op, func(tx on) error {
-		if err := savePlan(ctx, tx, rec, row, s.now()); err != nil {
+		if err := savePlan(ctx, tx, rec, row, savedAt(rec, s.now)); err != nil {
 			return err
 		}
 		return appendEvents(ctx, tx, rec.Tenant, rec.RunID, rec.Events, s.now())
@@ -88,8 +88,17 @@ func orNull(s string) any {
 	return s
 }
 
+// savedAt is when rec is saved, by the saver's clock (rec.Updated), or the
+// store's for a record that does not say.
+func savedAt(rec *store.PlanRecord, now func() time.Time) time.Time {
+	if rec.Updated.IsZero() {
+		return now()
+	}
+	return rec.Updated
+}
+
 // savePlan writes rec's row inside tx, unless another holder keeps the
-// run at now (ErrFenced).
+// run at now, the save's time (ErrFenced).
 func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, now time.Time) error {
 	var (
 		oldPlan    string
