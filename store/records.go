@@ -112,6 +112,12 @@ type PlanRecord struct {
 	// execution) before: SavePlan only replaces its record, and a run whose
 	// record is gone is ErrNoRecord, never written back.
 	Update bool
+	// Rev numbers the record's saves: LoadPlan gives the stored one (1
+	// after the first save). With Update, it is the revision the save is
+	// based on (read, or last written by this execution): a record saved
+	// since by anyone else is not saved over (ErrFenced). A save stores
+	// rec.Rev+1 (1 for a record created).
+	Rev int64
 }
 
 // StepRecord is one step's result as stored.

@@ -28,11 +28,13 @@ type PlanStore interface {
 	// SavePlan writes rec's plan and status, creating the run's record or
 	// replacing it; with rec.Update it only replaces one, and a run with no
 	// record is ErrNoRecord: a run read from the store and since dropped
-	// (Pruner, Forget) is never written back. A record held by another
-	// execution (its holder is not rec.Holder, and its lease runs past
-	// rec.Updated: the saver's clock, as TakeRun and Stalled take the
-	// caller's) is ErrFenced: one execution of a run at a time, on every
-	// replica. Nothing is written then. rec.Steps is
+	// (Pruner, Forget) is never written back; with rec.Update, a record
+	// whose revision is no longer rec.Rev (saved since by someone else) is
+	// ErrFenced: a save based on a stale read is never written. A record
+	// held by another execution (its holder is not rec.Holder, and its
+	// lease runs past rec.Updated: the saver's clock, as TakeRun and
+	// Stalled take the caller's) is ErrFenced too: one execution of a run
+	// at a time, on every replica. Nothing is written then. rec.Steps is
 	// ignored: steps are written by SaveStep and StepStore. When rec.PlanID
 	// differs from the stored plan's, the run's step records are dropped.
 	SavePlan(ctx context.Context, rec *PlanRecord) error
