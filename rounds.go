@@ -103,6 +103,7 @@ func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, 
 	rec, d, err := r.adopt(ctx, acting)
 	switch {
 	case err == nil:
+		r.rev = rec.Rev
 		return r.goOn(ctx, planner, rec, d)
 	case !errors.Is(err, ErrNoRecord):
 		return nil, err
@@ -128,6 +129,7 @@ func (r *Run) Reply(ctx context.Context, planner Planner, reply string) (_ *Resu
 	if err != nil {
 		return nil, err
 	}
+	r.rev = rec.Rev
 	plan, st, err := decodeRun(rec)
 	if err != nil {
 		return nil, err

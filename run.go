@@ -43,8 +43,10 @@ type Run struct {
 
 	// holder names the execution the call in progress runs as, in the
 	// claims it takes and on the run it holds; taken is the name Recover
-	// took the run under, for the call it makes. Both are the busy call's.
+	// took the run under, for the call it makes; rev is the revision of the
+	// run's record the call read or last wrote. All are the busy call's.
 	holder, taken string
+	rev           int64
 }
 
 // planRef names one revision of a plan.
@@ -92,7 +94,7 @@ func (r *Run) start() bool {
 	if !r.busy.CompareAndSwap(false, true) {
 		return false
 	}
-	r.holder = r.ex.holder()
+	r.holder, r.rev = r.ex.holder(), 0
 	if r.taken != "" {
 		r.holder, r.taken = r.taken, ""
 	}
@@ -313,6 +315,7 @@ func (r *Run) Resume(ctx context.Context) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	r.rev = rec.Rev
 	plan, st, err := decodeRun(rec)
 	if err != nil {
 		return nil, err
@@ -398,13 +401,14 @@ func (r *Run) resume(ctx context.Context, rec *store.PlanRecord, d *Delegation, 
 // savePlan stores v with where the run stands and what it waits for, and
 // the events not yet stored, under d, as the call's execution: it holds the
 // run while the run is running, and lets it go otherwise. A run another
-// execution holds is not saved over: ErrRunBusy.
+// execution holds, or saved since this call read it, is not saved over:
+// ErrRunBusy.
 func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status store.RunStatus, waits []store.Wait) error {
 	now := r.ex.now()
 	doc, _ := json.Marshal(d) // strings, a time and a list: it cannot fail
 	rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
 		PlanID: v.plan.ID, Plan: v.document(), Status: status, Waiting: waits, Delegation: doc,
-		Created: now, Updated: now, Update: v.update, Holder: r.holder}
+		Created: now, Updated: now, Update: v.update, Rev: r.rev, Holder: r.holder}
 	if status == store.RunRunning {
 		// The execution holds the run while it runs: Recover and other
 		// executions leave it be until the lease, which it moves on, runs
@@ -415,11 +419,11 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status stor
 		rec.Events = events
 		return r.ex.st.SavePlan(ctx, rec)
 	}); errors.Is(err, store.ErrFenced) {
-		return fmt.Errorf("planexec: run %s is held by another execution: %w: %w", quote(d.RunID), ErrRunBusy, err)
+		return fmt.Errorf("planexec: run %s is held, or was saved since it was read, by another execution: %w: %w", quote(d.RunID), ErrRunBusy, err)
 	} else if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
-	v.update = true
+	v.update, r.rev = true, rec.Rev+1
 	return nil
 }
 

@@ -116,7 +116,7 @@ type PlanRecord struct {
 	// after the first save). With Update, it is the revision the save is
 	// based on (read, or last written by this execution): a record saved
 	// since by anyone else is not saved over (ErrFenced). A save stores
-	// rec.Rev+1 (1 for a record created).
+	// rec.Rev+1 (1 for a record created); only SavePlan moves it.
 	Rev int64
 }
 

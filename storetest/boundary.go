@@ -41,8 +41,9 @@ func (k kit) microsecond() time.Time { return k.clk.Now().Truncate(time.Microsec
 // waits' details, limits a caller passes (never trusted: the largest reads
 // the rest, a negative one nothing), and times, which the executor writes
 // to the microsecond and every store gives back and compares exactly; a
-// claim that only peeks, a spend of a step acting again, and saves of a
-// run fenced by the execution that holds it.
+// claim that only peeks, a spend of a step acting again, saves of a run
+// fenced by the execution that holds it, and by the revision they are
+// based on.
 func runBoundaries(t *testing.T, open Open) {
 	runUpdateBoundaries(t, open)
 	runResolveBoundaries(t, open)
@@ -55,6 +56,7 @@ func runBoundaries(t *testing.T, open Open) {
 	runSpendMoveBoundaries(t, open)
 	runHolderBoundaries(t, open)
 	runHolderRaceBoundaries(t, open)
+	runRevisionBoundaries(t, open)
 }
 
 func runUpdateBoundaries(t *testing.T, open Open) {
@@ -88,7 +90,7 @@ func runUpdateBoundaries(t *testing.T, open Open) {
 			t.Fatalf("SaveStep: %v", err)
 		}
 		k.clk.Advance(time.Second)
-		rec.Update, rec.Status, rec.Updated = true, store.RunCompleted, k.clk.Now()
+		rec.Update, rec.Rev, rec.Status, rec.Updated = true, k.revision(t, "acme", "run-1"), store.RunCompleted, k.clk.Now()
 		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
 			t.Fatalf("SavePlan with Update of the run: %v", err)
 		}
@@ -1029,13 +1031,13 @@ func runHolderBoundaries(t *testing.T, open Open) {
 		}
 		expectFencedSave(t, "SavePlan by exec-2 while exec-1's lease is live", k.Plans.SavePlan(k.ctx, heldBy(k, "exec-2", store.RunRunning, expires)))
 		rec := heldBy(k, "exec-2", store.RunRunning, expires)
-		rec.Update = true
+		rec.Update, rec.Rev = true, k.revision(t, "acme", "run-1") // only the holder fences it
 		expectFencedSave(t, "SavePlan with Update by exec-2 while exec-1's lease is live", k.Plans.SavePlan(k.ctx, rec))
 		// The holder saves again, and moves its lease on.
 		k.clk.Advance(runLease / 2)
 		expires = k.microsecond().Add(runLease)
 		rec = heldBy(k, "exec-1", store.RunRunning, expires)
-		rec.Update = true
+		rec.Update, rec.Rev = true, k.revision(t, "acme", "run-1")
 		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
 			t.Fatalf("SavePlan by exec-1 again: %v", err)
 		}
@@ -1057,7 +1059,7 @@ func runHolderBoundaries(t *testing.T, open Open) {
 			t.Fatalf("SavePlan by exec-1: %v", err)
 		}
 		rec := heldBy(k, "exec-1", store.RunInterrupted, time.Time{})
-		rec.Update = true
+		rec.Update, rec.Rev = true, k.revision(t, "acme", "run-1")
 		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
 			t.Fatalf("SavePlan by exec-1 with no lease: %v", err)
 		}
@@ -1096,6 +1098,7 @@ func runHolderBoundaries(t *testing.T, open Open) {
 			// status, what it waits for, and events.
 			other := sampleRecord("acme", "run-1", samplePlan("plan-2"), store.RunAwaitingApproval, k.microsecond())
 			other.Holder, other.LeaseExpires, other.Update, other.Events = "exec-2", k.microsecond().Add(runLease), update, zombieEvents
+			other.Rev = before.Rev // only the holder fences it
 			other.Waiting = []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "sha256:req"}}
 			expectFencedSave(t, "SavePlan by exec-2 while exec-1 holds the run", k.Plans.SavePlan(k.ctx, other))
 			got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
@@ -1134,13 +1137,13 @@ func runHolderBoundaries(t *testing.T, open Open) {
 		expectHolder(t, k, "exec-3", now.Add(runLease))
 		for _, other := range []string{"exec-1", "exec-2", ""} {
 			rec := heldBy(k, other, store.RunRunning, now.Add(runLease))
-			rec.Update = true
+			rec.Update, rec.Rev = true, k.revision(t, "acme", "run-1") // only the holder fences it
 			expectFencedSave(t, fmt.Sprintf("SavePlan by %q while exec-3 holds the run it took", other), k.Plans.SavePlan(k.ctx, rec))
 		}
 		k.clk.Advance(time.Second)
 		expires := k.microsecond().Add(runLease)
 		rec := heldBy(k, "exec-3", store.RunRunning, expires)
-		rec.Update = true
+		rec.Update, rec.Rev = true, k.revision(t, "acme", "run-1")
 		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
 			t.Fatalf("SavePlan by exec-3, which took the run: %v", err)
 		}
@@ -1215,4 +1218,299 @@ func runHolderRaceBoundaries(t *testing.T, open Open) {
 			}
 		}
 	})
+}
+
+// revision is the run's revision as LoadPlan gives it.
+func (k kit) revision(t *testing.T, tenant, run string) int64 {
+	t.Helper()
+	rec, err := k.Plans.LoadPlan(k.ctx, tenant, run)
+	if err != nil {
+		t.Fatalf("LoadPlan of %s/%s: %v", tenant, run, err)
+	}
+	return rec.Rev
+}
+
+// expectRevision fails unless LoadPlan gives run-1 of acme at revision want.
+func (k kit) expectRevision(t *testing.T, what string, want int64) {
+	t.Helper()
+	if got := k.revision(t, "acme", "run-1"); got != want {
+		t.Errorf("%s: LoadPlan gives revision %d, want %d", what, got, want)
+	}
+}
+
+func runRevisionBoundaries(t *testing.T, open Open) {
+	t.Run("A run's revision is 1 once created and moves on by one with each save, and LoadPlan gives it", func(t *testing.T) {
+		k := setup(t, open)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.microsecond())
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan creating the run: %v", err)
+		}
+		k.expectRevision(t, "once created", 1)
+		k.expectRevision(t, "read again", 1)
+		// Saves based on the revision the saver last wrote, not read
+		// again: a save stores rec.Rev+1.
+		for want := int64(2); want <= 3; want++ {
+			k.clk.Advance(time.Second)
+			rec.Update, rec.Rev, rec.Status, rec.Updated = true, want-1, store.RunInterrupted, k.microsecond()
+			if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+				t.Fatalf("SavePlan with Update based on revision %d, the one last written: %v", rec.Rev, err)
+			}
+			k.expectRevision(t, fmt.Sprintf("after the save based on revision %d", rec.Rev), want)
+		}
+		// Saves based on the revision read.
+		for want := int64(4); want <= 5; want++ {
+			read, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			if err != nil {
+				t.Fatalf("LoadPlan: %v", err)
+			}
+			k.clk.Advance(time.Second)
+			read.Update, read.Status, read.Updated = true, store.RunRunning, k.microsecond()
+			if err := k.Plans.SavePlan(k.ctx, read); err != nil {
+				t.Fatalf("SavePlan with Update based on revision %d, the one read: %v", read.Rev, err)
+			}
+			k.expectRevision(t, fmt.Sprintf("after the save based on revision %d", read.Rev), want)
+		}
+		if got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || got.Status != store.RunRunning || got.Rev != 5 {
+			t.Errorf("LoadPlan = %s at revision %d, %v; want it running at revision 5", showRun(got), revOf(got), err)
+		}
+	})
+
+	t.Run("A save with Update based on a revision that is not the run's is ErrFenced and writes nothing: plan, status, waits, events and steps stay", func(t *testing.T) {
+		k := setup(t, open)
+		first := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.microsecond())
+		first.Events = eventDocs("created", 1)
+		if err := k.Plans.SavePlan(k.ctx, first); err != nil {
+			t.Fatalf("SavePlan creating the run: %v", err)
+		}
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.microsecond())); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		stale, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		// Another saves the run since: it awaits a decision.
+		k.clk.Advance(time.Second)
+		since := *stale
+		since.Update, since.Status, since.Updated, since.Events = true, store.RunAwaitingApproval, k.microsecond(), eventDocs("since", 1)
+		since.Waiting = []store.Wait{{StepID: "s2", Tool: "book_flight", Request: "sha256:req-since"}}
+		if err := k.Plans.SavePlan(k.ctx, &since); err != nil {
+			t.Fatalf("SavePlan with Update based on the revision read: %v", err)
+		}
+		before, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+		if err != nil {
+			t.Fatalf("LoadPlan: %v", err)
+		}
+		if before.Rev != stale.Rev+1 {
+			t.Fatalf("after the save the run is at revision %d, want %d", before.Rev, stale.Rev+1)
+		}
+		// Saves by no holder, so that only the revision may fence them:
+		// based on the revision before, and on one the run never had.
+		for _, rev := range []int64{stale.Rev, before.Rev + 1, 0} {
+			k.clk.Advance(time.Second)
+			// Another plan, whose save would drop the step, another
+			// status, what it waits for, and events.
+			late := sampleRecord("acme", "run-1", samplePlan("plan-2"), store.RunFailed, k.microsecond())
+			late.Update, late.Rev, late.Events = true, rev, zombieEvents
+			late.Waiting = []store.Wait{{StepID: "s9", Tool: "pay", Key: "sha256:zombie"}}
+			late.Delegation = json.RawMessage(`{"zombie":true}`)
+			expectFencedSave(t, fmt.Sprintf("SavePlan with Update based on revision %d, the run at %d", rev, before.Rev), k.Plans.SavePlan(k.ctx, late))
+			got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			switch {
+			case err != nil:
+				t.Fatalf("LoadPlan after the fenced save: %v", err)
+			case got.PlanID != "plan-1" || got.Status != store.RunAwaitingApproval || !jsonEqual(got.Plan, before.Plan):
+				t.Errorf("based on revision %d: after the fenced save the run is %s, want %s as it was", rev, showRun(got), showRun(before))
+			case !sameWaits(got.Waiting, before.Waiting):
+				t.Errorf("based on revision %d: after the fenced save the run waits for %s, want %s", rev, showWaits(got.Waiting), showWaits(before.Waiting))
+			case string(got.Delegation) != string(before.Delegation):
+				t.Errorf("based on revision %d: after the fenced save the run acts under %s, want %s as it was", rev, got.Delegation, before.Delegation)
+			case len(got.Steps) != 1:
+				t.Errorf("based on revision %d: after the fenced save the run has %d steps, want its one", rev, len(got.Steps))
+			case !got.Updated.Equal(before.Updated):
+				t.Errorf("based on revision %d: after the fenced save the run was updated %v, want %v as it was", rev, got.Updated, before.Updated)
+			case got.Rev != before.Rev:
+				t.Errorf("based on revision %d: after the fenced save the run is at revision %d, want %d as it was", rev, got.Rev, before.Rev)
+			}
+		}
+		if _, ok := k.history(); ok {
+			k.expectHistory(t, "acme", "run-1", slices.Concat(first.Events, since.Events))
+		}
+		if _, ok := k.lister(); ok {
+			if listed := k.listAll(t, "acme", nil, 10); len(listed) != 1 || listed[0].Status != store.RunAwaitingApproval || listed[0].PlanID != "plan-1" {
+				t.Errorf("listed %+v, want run-1 awaiting approval under plan-1", listed)
+			}
+		}
+		// The save based on the run's revision goes through.
+		k.clk.Advance(time.Second)
+		before.Update, before.Status, before.Updated = true, store.RunRunning, k.microsecond()
+		if err := k.Plans.SavePlan(k.ctx, before); err != nil {
+			t.Fatalf("SavePlan with Update based on the run's revision: %v", err)
+		}
+		k.expectRevision(t, "after the save based on the run's revision", before.Rev+1)
+	})
+
+	t.Run("Of savers that read one revision and save with Update at once, exactly one saves and the others are ErrFenced", func(t *testing.T) {
+		const savers = 8
+		k := setup(t, open)
+		if err := k.Plans.SavePlan(k.ctx, sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.microsecond())); err != nil {
+			t.Fatalf("SavePlan creating the run: %v", err)
+		}
+		var events []json.RawMessage // what the winners appended
+		for round := range 3 {
+			read, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1")
+			if err != nil {
+				t.Fatalf("LoadPlan: %v", err)
+			}
+			k.clk.Advance(time.Second)
+			errs := make([]error, savers)
+			recs := make([]*store.PlanRecord, savers)
+			begin := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range errs {
+				// No holder: only the revision may fence them.
+				rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunInterrupted, k.microsecond())
+				rec.Update, rec.Rev, rec.Events = true, read.Rev, eventDocs(fmt.Sprintf("round-%d-saver-%d", round, i), 1)
+				rec.Delegation = json.RawMessage(fmt.Sprintf(`{"saver":%d}`, i))
+				recs[i] = rec
+				wg.Go(func() {
+					<-begin
+					errs[i] = k.Plans.SavePlan(k.ctx, rec)
+				})
+			}
+			close(begin)
+			wg.Wait()
+			won := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && won >= 0:
+					t.Errorf("round %d: savers %d and %d both saved the run based on revision %d", round, won, i, read.Rev)
+				case err == nil:
+					won = i
+				default:
+					expectFencedSave(t, fmt.Sprintf("round %d: SavePlan by saver %d", round, i), err)
+				}
+			}
+			if won < 0 {
+				t.Fatalf("round %d: no saver saved the run", round)
+			}
+			events = append(events, recs[won].Events...)
+			switch got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); {
+			case err != nil:
+				t.Fatalf("round %d: LoadPlan: %v", round, err)
+			case got.Rev != read.Rev+1:
+				t.Errorf("round %d: the run is at revision %d, want %d: one save on %d", round, got.Rev, read.Rev+1, read.Rev)
+			case !jsonEqual(got.Delegation, recs[won].Delegation):
+				t.Errorf("round %d: the run acts under %s, want %s, the one that saved", round, got.Delegation, recs[won].Delegation)
+			}
+		}
+		if _, ok := k.history(); ok {
+			k.expectHistory(t, "acme", "run-1", events)
+		}
+	})
+
+	t.Run("SaveStep, CompleteStep, ReleaseStep, AppendEvents, ExtendRun and TakeRun leave the revision as it is", func(t *testing.T) {
+		k := setup(t, open)
+		const runLease = time.Minute
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.microsecond())
+		rec.Holder, rec.LeaseExpires = "exec-1", k.microsecond().Add(runLease)
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan creating the run: %v", err)
+		}
+		k.clk.Advance(time.Second)
+		rec.Update, rec.Rev, rec.Updated = true, 1, k.microsecond()
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan with Update: %v", err)
+		}
+		k.expectRevision(t, "after two saves", 2)
+		if err := k.Plans.SaveStep(k.ctx, "acme", "run-1", doneStep("s1", "plan-1", k.microsecond())); err != nil {
+			t.Fatalf("SaveStep: %v", err)
+		}
+		k.expectRevision(t, "after SaveStep", 2)
+		ss, _ := stepStoreOf(k.Stores)
+		c := k.acquire(t, theKey, "exec-1", false)
+		done := doneStep("s2", "plan-1", k.microsecond())
+		done.Key = theKey.Digest
+		if err := ss.CompleteStep(k.ctx, &store.StepWrite{Key: theKey, Epoch: c.Epoch, RunID: "run-1", Outcome: done.Outcome, Record: done,
+			Events: eventDocs("completed", 1)}); err != nil {
+			t.Fatalf("CompleteStep: %v", err)
+		}
+		k.expectRevision(t, "after CompleteStep", 2)
+		c = k.acquire(t, otherKey, "exec-1", false)
+		doubt := doubtStep("s3", "plan-1", k.microsecond())
+		doubt.Key = otherKey.Digest
+		if err := ss.ReleaseStep(k.ctx, &store.StepWrite{Key: otherKey, Epoch: c.Epoch, RunID: "run-1", InDoubt: true, Record: doubt,
+			Events: eventDocs("released", 1)}); err != nil {
+			t.Fatalf("ReleaseStep: %v", err)
+		}
+		k.expectRevision(t, "after ReleaseStep", 2)
+		if h, ok := k.history(); ok {
+			if err := h.AppendEvents(k.ctx, "acme", "run-1", eventDocs("appended", 2)); err != nil {
+				t.Fatalf("AppendEvents: %v", err)
+			}
+			k.expectRevision(t, "after AppendEvents", 2)
+		}
+		if r, ok := k.Plans.(store.Recoverer); ok {
+			ref := store.RunRef{Tenant: "acme", RunID: "run-1"}
+			expires := k.microsecond().Add(runLease)
+			if err := r.ExtendRun(k.ctx, ref, "exec-1", expires); err != nil {
+				t.Fatalf("ExtendRun: %v", err)
+			}
+			k.expectRevision(t, "after ExtendRun", 2)
+			k.clk.Advance(runLease + time.Second)
+			if took, err := r.TakeRun(k.ctx, ref, "exec-2", k.microsecond(), runLease); err != nil || !took {
+				t.Fatalf("TakeRun once exec-1's lease ran out = %v, %v; want true", took, err)
+			}
+			k.expectRevision(t, "after TakeRun", 2)
+			rec.Holder, rec.LeaseExpires = "exec-2", k.microsecond().Add(runLease)
+		}
+		// The run's holder saves it, based on the revision as it was.
+		k.clk.Advance(time.Second)
+		rec.Rev, rec.Status, rec.Updated = 2, store.RunCompleted, k.microsecond()
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan with Update based on revision 2 after the other writes: %v", err)
+		}
+		if got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || got.Rev != 3 || got.Status != store.RunCompleted || len(got.Steps) != 3 {
+			t.Errorf("LoadPlan = %s at revision %d, %v; want it completed with its 3 steps at revision 3", showRun(got), revOf(got), err)
+		}
+	})
+
+	t.Run("A save without Update creates or replaces the run whatever its revision, at rec.Rev+1", func(t *testing.T) {
+		k := setup(t, open)
+		rec := sampleRecord("acme", "run-1", samplePlan("plan-1"), store.RunRunning, k.microsecond())
+		rec.Rev = 6 // a record created is stored at rec.Rev+1 too
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan creating the run based on revision 6: %v", err)
+		}
+		k.expectRevision(t, "created based on revision 6", 7)
+		for i, rev := range []int64{0, 2, 7, 40} {
+			k.clk.Advance(time.Second)
+			before := k.revision(t, "acme", "run-1")
+			plan := fmt.Sprint("plan-", i+2)
+			rec := sampleRecord("acme", "run-1", samplePlan(plan), store.RunInterrupted, k.microsecond())
+			rec.Rev = rev
+			if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+				t.Fatalf("SavePlan without Update based on revision %d, the run at %d: %v", rev, before, err)
+			}
+			if got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || got.PlanID != plan || got.Rev != rev+1 {
+				t.Errorf("after a save without Update based on revision %d: LoadPlan = %s at revision %d, %v; want %s at %d",
+					rev, showRun(got), revOf(got), err, plan, rev+1)
+			}
+			// A save with Update based on the revision before the replace
+			// is fenced, when the replace moved it.
+			if before != rev+1 {
+				stale := sampleRecord("acme", "run-1", samplePlan("plan-stale"), store.RunFailed, k.microsecond())
+				stale.Update, stale.Rev = true, before
+				expectFencedSave(t, fmt.Sprintf("SavePlan with Update based on revision %d, from before the replace", before), k.Plans.SavePlan(k.ctx, stale))
+			}
+		}
+	})
+}
+
+// revOf is rec's revision, 0 for no record.
+func revOf(rec *store.PlanRecord) int64 {
+	if rec == nil {
+		return 0
+	}
+	return rec.Rev
 }

@@ -47,8 +47,8 @@
 //   - StepStore: CompleteStep and ReleaseStep write claim, record and events
 //     together or not at all.
 //   - Boundaries: a save of a run that is gone (SavePlan with Update) is
-//     refused and writes nothing, and so is one over a run another holder
-//     holds; a peek at a claim writes nothing; only the run that took a key
+//     refused and writes nothing, and so is one based on a revision saved
+//     over since, or over a run another holder holds; a peek at a claim writes nothing; only the run that took a key
 //     resolves it; a spend moves to when its step acts; Spent leaves out
 //     what it is told to; of people deciding one request at
 //     once exactly one does; what a run waits for comes back as written;

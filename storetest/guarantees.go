@@ -1657,7 +1657,9 @@ func (s *gtSeq) settle(drain bool) {
 			case errors.As(err, &ind) && !ind.InDoubt:
 				wait = max(wait, time.Until(ind.LeaseExpires))
 			case errors.Is(err, planexec.ErrRunBusy):
-				wait = max(wait, crashLease) // a dead execution holds the run until its lease runs out
+				// A dead execution holds the run until its lease runs out,
+				// by the executors' clock.
+				s.clock.Advance(crashLease)
 			}
 		}
 		if !moved {

@@ -204,12 +204,14 @@ func savedAt(rec *store.PlanRecord, now func() time.Time) time.Time {
 	return rec.Updated
 }
 
-// SavePlan writes rec unless another holder keeps the run, its lease
-// running past the save's time: then it is ErrFenced. A zero lease lets the run go, and no
-// holder is kept.
+// SavePlan writes rec at revision rec.Rev+1 unless another holder keeps
+// the run, its lease running past the save's time, or the save has Update
+// and the run's revision is no longer rec.Rev: then it is ErrFenced. A zero
+// lease lets the run go, and no holder is kept. A line written before
+// revisions has none, and reads as revision 0.
 func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	c := *rec
-	c.Steps, c.Update = nil, false
+	c.Steps, c.Update, c.Rev = nil, false, rec.Rev+1
 	if c.LeaseExpires.IsZero() {
 		c.Holder = ""
 	}
@@ -218,6 +220,8 @@ func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		switch {
 		case old == nil && rec.Update:
 			return store.ErrNoRecord
+		case old != nil && rec.Update && old.Rev != rec.Rev:
+			return store.ErrFenced // saved since the save's revision was read
 		case old != nil && old.Holder != "" && old.Holder != rec.Holder && old.LeaseExpires.After(savedAt(rec, j.now)):
 			return store.ErrFenced
 		}

@@ -76,8 +76,10 @@ type run struct {
 }
 
 // SavePlan implements store.PlanStore. A run another holder keeps, its
-// lease running past the save's time (rec.Updated), is ErrFenced; the holder is
-// kept only with a lease (a zero LeaseExpires lets the run go).
+// lease running past the save's time (rec.Updated), is ErrFenced, and so is
+// a save with Update whose revision (rec.Rev) is no longer the run's; the
+// holder is kept only with a lease (a zero LeaseExpires lets the run go).
+// The record is stored at revision rec.Rev+1.
 func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -86,6 +88,8 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	switch {
 	case !ok && rec.Update:
 		return store.ErrNoRecord
+	case ok && rec.Update && r.rec.Rev != rec.Rev:
+		return store.ErrFenced // saved since the save's revision was read
 	case ok && heldByAnother(&r.rec, rec.Holder, savedAt(rec, s.now)):
 		return store.ErrFenced
 	}
@@ -110,6 +114,7 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	}
 	r.rec.Waiting = cloneWaits(rec.Waiting)
 	r.rec.Steps, r.rec.Events, r.rec.Update = nil, nil, false
+	r.rec.Rev = rec.Rev + 1
 	if r.rec.LeaseExpires.IsZero() {
 		r.rec.Holder = "" // the run is let go
 	}

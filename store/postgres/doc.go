@@ -51,9 +51,11 @@
 //     executor's document, byte for byte), each NULL for none; the
 //     execution holding a running run and its lease on it (holder,
 //     lease_expires), NULL unless the run is running (rows written before
-//     version 3 hold NULL). The status column is the run's status: the
-//     record's document keeps the status it was saved with, which TakeRun
-//     changes in the column alone. Two indexes serve listings:
+//     version 3 hold NULL); the record's revision (rev, from version 5:
+//     rows written before hold 0), which only SavePlan moves. The status
+//     column is the run's status: the record's document keeps the status
+//     it was saved with, which TakeRun changes in the column alone. Two
+//     indexes serve listings:
 //     plans_by_update (tenant, updated DESC, run_id) and plans_by_status
 //     (tenant, status, updated DESC, run_id), run ids in byte order (COLLATE
 //     "C"); plans_unfinished (tenant, run_id, of running and interrupted
@@ -249,11 +251,12 @@
 // UPDATE matching the holder and the running status; another holder, or a
 // run no longer running, is [store.ErrFenced]). A save with no lease lets
 // the run go: its holder is written NULL. SavePlan of a run another holder
-// keeps, its lease not run out at the store's clock, is [store.ErrFenced]
-// and writes nothing: the upsert of the plans row judges the holder and
-// lease on the row it locked (the conflict's, so a run two savers create
-// at once is judged on the first's row too), and changes nothing when the
-// row is held by another. Stalled lists the runs of
+// keeps, its lease not run out at the save's time (PlanRecord.Updated, the
+// saver's clock; the store's for a record that does not say), is
+// [store.ErrFenced] and writes nothing: the upsert of the plans row judges
+// the holder and lease on the row it locked (the conflict's, so a run two
+// savers create at once is judged on the first's row too), and changes
+// nothing when the row is held by another. Stalled lists the runs of
 // every tenant that are interrupted, or running with a lease that ran out
 // (a NULL lease counts as run out), by tenant and run id in byte order: a
 // range of plans_unfinished. TakeRun is one conditional UPDATE: it makes
@@ -261,6 +264,22 @@
 // when the row is written. Takers at once queue on the row's lock and each
 // after the first finds a live lease: one of them takes the run. Times are
 // the caller's, as the executor writes leases by its own clock.
+//
+// # Revisions
+//
+// A run's row has its record's revision (rev): SavePlan writes the
+// revision the save is based on (PlanRecord.Rev) plus one, 1 for a run it
+// creates, and LoadPlan gives it back. A save with Update changes the row
+// only while it still holds the revision the save is based on: one based
+// on an older revision (the run was saved since by another, on any
+// replica) is [store.ErrFenced] and writes nothing: no plan, status,
+// waits or events, and no step dropped. The upsert judges the revision as
+// it judges the holder, in its ON CONFLICT … WHERE on the row it locked,
+// so of savers based on one revision at once one saves and the others are
+// fenced. A save without Update creates or replaces the run whatever its
+// revision, and writes its own PlanRecord.Rev plus one. Only SavePlan
+// moves the revision: SaveStep, CompleteStep, ReleaseStep, TakeRun and
+// ExtendRun leave it. Rows written before version 5 are at revision 0.
 //
 // # Conversations
 //

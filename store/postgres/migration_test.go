@@ -394,8 +394,8 @@ func TestASchemaOfTheThirdVersionGainsConversations(t *testing.T) {
 	}
 	defer s.Close()
 	var version int
-	if err := pool.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&version); err != nil || version != 4 {
-		t.Fatalf("schema at version %d, %v; want 4, this package's (%d)", version, err, postgres.SchemaVersion)
+	if err := pool.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&version); err != nil || version != 5 {
+		t.Fatalf("schema at version %d, %v; want 5, this package's (%d)", version, err, postgres.SchemaVersion)
 	}
 	if got, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || string(got.Plan) != plan || got.Status != store.RunCompleted {
 		t.Fatalf("LoadPlan = %+v, %v", got, err)
@@ -416,5 +416,81 @@ func TestASchemaOfTheThirdVersionGainsConversations(t *testing.T) {
 	}
 	if page, err := s.Transcript(ctx, "acme", "c1", 0, 10); err != nil || len(page) != 1 || string(page[0].Entry) != `{"role":"user"}` || !page[0].At.Equal(created) {
 		t.Fatalf("Transcript = %+v, %v", page, err)
+	}
+}
+
+// A schema at version 4, with the runs it held, is carried over to version
+// 5: its runs read at revision 0, as does a row written afterwards without
+// the revision (as a replica of version 4 writes them), and they are saved
+// as any run: a save with Update based on revision 0 writes 1, and another
+// based on revision 0 after it is fenced; a save without Update writes 1.
+func TestRunsOfTheFourthVersionAreAtRevisionZero(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := sharedPool(t)
+	schema := freshSchema(t, pool)
+	if err := postgres.MigrateTo(ctx, pool, schema, 4); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	const plan = `{"id":"p1","goal":"g","revision":1,"steps":[{"id":"s1","tool":"notify","arguments":{"n":412.50}}]}`
+	planDoc := func(run, status string) string {
+		return `{"version":1,"tenant":"acme","run_id":"` + run + `","plan":` + plan + `,"status":"` + status + `","steps":null,` +
+			`"created":"2030-01-02T03:04:05.123456Z","updated":"2030-01-02T03:04:05.123456Z"}`
+	}
+	const insert = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
+		VALUES ('acme', $1, 'p1', 1, $2, convert_to($3, 'UTF8'), $4, $4, NULL, convert_to('{"d":1}', 'UTF8'), $5, $6)`
+	sqlExec(t, schema, insert, "run-1", "running", planDoc("run-1", "running"), created, "exec-1", created.Add(time.Minute))
+	stepDoc := mustJSON(t, map[string]any{"version": 1, "step_id": "s1", "plan_id": "p1", "tool": "notify", "status": "done",
+		"outcome": json.RawMessage(`{"ok":true}`), "key": "k1", "finished": created})
+	sqlExec(t, schema, `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES ('acme', 'run-1', 's1', 'p1', 1, $1)`, stepDoc)
+
+	s, err := postgres.New(ctx, pool, postgres.WithSchema(schema), postgres.WithClock(func() time.Time { return created }))
+	if err != nil {
+		t.Fatalf("New over the fourth version: %v", err)
+	}
+	defer s.Close()
+	var version int
+	if err := pool.QueryRow(ctx, "SELECT max(version) FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&version); err != nil || version != 5 {
+		t.Fatalf("schema at version %d, %v; want 5, this package's (%d)", version, err, postgres.SchemaVersion)
+	}
+	// A row written as a replica of version 4 writes them, after the
+	// migration.
+	sqlExec(t, schema, insert, "run-2", "interrupted", planDoc("run-2", "interrupted"), created, nil, nil)
+
+	read := map[string]*store.PlanRecord{}
+	for _, run := range []string{"run-1", "run-2"} {
+		got, err := s.LoadPlan(ctx, "acme", run)
+		if err != nil || got.Rev != 0 || string(got.Plan) != plan || string(got.Delegation) != `{"d":1}` {
+			t.Fatalf("LoadPlan of %s = %+v, %v; want it as written, at revision 0", run, got, err)
+		}
+		read[run] = got
+	}
+	if len(read["run-1"].Steps) != 1 || read["run-1"].Holder != "exec-1" {
+		t.Errorf("run-1 = %+v, want its step, held by exec-1", read["run-1"])
+	}
+
+	rec := *read["run-1"]
+	rec.Update, rec.Status, rec.Updated = true, store.RunAwaitingApproval, created.Add(time.Second)
+	rec.Waiting = []store.Wait{{StepID: "s2", Tool: "pay", Request: "sha256:r"}}
+	if err := s.SavePlan(ctx, &rec); err != nil {
+		t.Fatalf("SavePlan with Update based on revision 0: %v", err)
+	}
+	stale := *read["run-1"]
+	stale.Update, stale.Status, stale.Updated = true, store.RunFailed, created.Add(2*time.Second)
+	if err := s.SavePlan(ctx, &stale); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("a second SavePlan with Update based on revision 0: %v, want ErrFenced", err)
+	}
+	if got, err := s.LoadPlan(ctx, "acme", "run-1"); err != nil || got.Rev != 1 || got.Status != store.RunAwaitingApproval || len(got.Steps) != 1 {
+		t.Errorf("LoadPlan of run-1 = %+v, %v; want it awaiting approval with its step, at revision 1", got, err)
+	}
+
+	rec = *read["run-2"]
+	rec.Status, rec.Updated = store.RunCompleted, created.Add(time.Second)
+	if err := s.SavePlan(ctx, &rec); err != nil {
+		t.Fatalf("SavePlan without Update of run-2: %v", err)
+	}
+	if got, err := s.LoadPlan(ctx, "acme", "run-2"); err != nil || got.Rev != 1 || got.Status != store.RunCompleted {
+		t.Errorf("LoadPlan of run-2 = %+v, %v; want it completed at revision 1", got, err)
 	}
 }

@@ -27,19 +27,24 @@ const (
 	// saving the plan a moment after another already did drops no step of
 	// it. A row another holder keeps (not $13, the saver) under a lease
 	// that has not run out at the clock $14 (NULL: the database's) is not
-	// updated: judged on the row as locked, the one lockPlanSQL locked or,
-	// for a run two savers create at once, the one the first committed. It
-	// then changes no row, and SavePlan rolls back (ErrFenced).
+	// updated, nor is a row whose revision is not $16, the one a save with
+	// Update is based on (NULL: a save without Update, which checks none):
+	// both judged on the row as locked, the one lockPlanSQL locked or, for
+	// a run two savers create at once, the one the first committed. It
+	// then changes no row, and SavePlan rolls back (ErrFenced). The row is
+	// written at revision $15.
 	writePlanSQL = `WITH dropped AS (
 	DELETE FROM {s}.steps WHERE tenant = $1 AND run_id = $2
 	AND NOT EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2 AND plan_id = $3)
 )
-INSERT INTO {s}.plans AS p (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+INSERT INTO {s}.plans AS p (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires, rev)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $15)
 ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
 	status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated,
-	waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires
-WHERE coalesce(p.holder, '') IN ('', $13::text) OR p.lease_expires IS NULL OR p.lease_expires <= coalesce($14::timestamptz, now())`
+	waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires,
+	rev = excluded.rev
+WHERE (coalesce(p.holder, '') IN ('', $13::text) OR p.lease_expires IS NULL OR p.lease_expires <= coalesce($14::timestamptz, now()))
+	AND ($16::bigint IS NULL OR p.rev = $16::bigint)`
 	// saveStepSQL writes a step's row if its run has a plan.
 	saveStepSQL = `INSERT INTO {s}.steps (tenant, run_id, step_id, plan_id, version, record)
 SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)` + stepConflict
@@ -47,7 +52,7 @@ SELECT $1, $2::text, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM {s}.plans WHERE 
 ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version, record = excluded.record`
 	// loadPlanSQL reads the plan and its steps in one statement, so in one
 	// snapshot.
-	loadPlanSQL = `SELECT p.version, p.record, p.status, p.waiting, p.delegation, p.holder, p.lease_expires,
+	loadPlanSQL = `SELECT p.version, p.record, p.status, p.waiting, p.delegation, p.holder, p.lease_expires, p.rev,
 	ARRAY(SELECT s.step_id FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
 	ARRAY(SELECT s.version FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id),
 	ARRAY(SELECT s.record FROM {s}.steps s WHERE s.tenant = p.tenant AND s.run_id = p.run_id ORDER BY s.step_id)
@@ -129,9 +134,13 @@ func savedAt(updated time.Time, now any) any {
 // ErrNoRecord. What the run waits for, its delegation, its
 // holder and the holder's lease are written as they are given, each NULL
 // for none (an empty holder, a zero lease), but for the holder, NULL when
-// the lease is zero: the save lets the run go. A run another holder keeps,
-// its lease running past the save's time (rec.Updated), is ErrFenced, judged by the statement that writes the row,
-// under its lock; nothing is written then.
+// the lease is zero: the save lets the run go. The row is written at
+// revision rec.Rev+1. A run another holder keeps, its lease running past
+// the save's time (rec.Updated), is ErrFenced, and so is a save with
+// Update whose rec.Rev is no longer the row's revision (the run was saved
+// since): both judged by the statement that writes the row, under its
+// lock, so of savers based on one revision at once one saves. Nothing is
+// written then.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	if rec == nil {
@@ -180,12 +189,12 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		tag, err := tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
 			waiting, []byte(c.Delegation), // nil: NULL
 			pgtype.Text{String: c.Holder, Valid: held && c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: held},
-			c.Holder, savedAt(c.Updated, s.now()))
+			c.Holder, savedAt(c.Updated, s.now()), c.Rev+1, pgtype.Int8{Int64: c.Rev, Valid: c.Update})
 		switch {
 		case err != nil:
 			return err
 		case tag.RowsAffected() == 0:
-			return store.ErrFenced // another execution holds the run: roll back
+			return store.ErrFenced // another execution holds the run, or saved it since: roll back
 		case len(c.Events) == 0:
 			return nil
 		}
@@ -293,11 +302,12 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 		delegation   []byte
 		holder       pgtype.Text
 		expires      pgtype.Timestamptz
+		rev          int64
 		stepIDs      []string
 		stepVersions []int
 		stepDocs     [][]byte
 	)
-	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &status, &waiting, &delegation, &holder, &expires, &stepIDs, &stepVersions, &stepDocs)
+	err := s.scan(ctx, s.q.loadPlan, []any{tenant, runID}, &version, &doc, &status, &waiting, &delegation, &holder, &expires, &rev, &stepIDs, &stepVersions, &stepDocs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNoRecord
 	}
@@ -316,7 +326,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 	}
 	rec.Status = store.RunStatus(status)
 	rec.Delegation = delegation // nil when NULL
-	rec.Holder = holder.String
+	rec.Holder, rec.Rev = holder.String, rev
 	if expires.Valid {
 		rec.LeaseExpires = expires.Time.UTC()
 	}

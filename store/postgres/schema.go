@@ -218,6 +218,14 @@ var migrations = [...][]string{
 			PRIMARY KEY (tenant, session, seq)
 		)`,
 	},
+	5: {
+		// The revision of a run's record: SavePlan writes the revision the
+		// save was based on plus one, and a save with Update changes the
+		// row only while it still holds that revision. Rows written before
+		// are at revision 0, and so is a row inserted without the column:
+		// the default stays.
+		`ALTER TABLE {s}.plans ADD COLUMN rev bigint NOT NULL DEFAULT 0`,
+	},
 }
 
 // backfills[v], when set, runs right after the statements of migration v,

@@ -123,10 +123,11 @@
 // on the run runs out (lease_expires), NULL unless it is running: SavePlan
 // writes the holder only with a lease, and NULL when a zero lease lets the
 // run go. SavePlan of a run another holder keeps, its lease not run out at
-// the store's clock, is [store.ErrFenced] and writes nothing: the holder
-// and lease are read and judged in the write transaction that writes the
-// row, under the file's write lock, so of executions saving one run at
-// once, in one process or several, one holds it. Stalled
+// the save's time (PlanRecord.Updated, the saver's clock; the store's for
+// a record that does not say), is [store.ErrFenced] and writes nothing:
+// the holder and lease are read and judged in the write transaction that
+// writes the row, under the file's write lock, so of executions saving
+// one run at once, in one process or several, one holds it. Stalled
 // lists, across tenants by tenant and run id, the runs interrupted or
 // running under a lease that ran out (a running run with no lease counts
 // as one): a walk of a partial index over running and interrupted runs.
@@ -138,6 +139,23 @@
 // or a run no longer running, gets [store.ErrFenced], a run with no plan
 // record [store.ErrNoRecord]. Runs of a layout newer than this package's
 // are neither listed nor taken.
+//
+// # Revisions
+//
+// A run's row has its record's revision (rev): SavePlan stores the
+// revision the save is based on (PlanRecord.Rev) plus one, 1 for a run
+// it creates, and LoadPlan gives it back. A save with Update is written
+// only while the row still holds the revision it is based on: one based
+// on an older revision (the run was saved since by another) is
+// [store.ErrFenced] and writes nothing: no plan, status, waits or events,
+// and no step dropped. The revision is read and judged in the write
+// transaction that writes the row, as the holder is, so of savers based
+// on one revision at once, in one process or several, one saves and the
+// others are fenced. A save without Update creates or replaces the run
+// whatever its revision, and stores its own PlanRecord.Rev plus one. Only
+// SavePlan moves the revision: SaveStep, CompleteStep, ReleaseStep,
+// TakeRun and ExtendRun leave it. Runs saved before schema 5 are at
+// revision 0.
 //
 // # Decisions
 //
@@ -204,8 +222,9 @@
 // (one row per tenant and run), steps (one row per finished step, so writing
 // the thousandth step costs what the first did), claims, approvals, events
 // (one row per event of a run's history), spends, and, from schema 4,
-// chat_sessions and chat_entries (conversations). Besides its document,
-// a run's row has columns for what the run waits for (a JSON array of
+// chat_sessions and chat_entries (conversations). Besides its document
+// and, from schema 5, its revision (rev: 0 for runs saved before), a
+// run's row has columns for what the run waits for (a JSON array of
 // store.Wait), for the delegation it acts under (the executor's document,
 // byte for byte) and for its holder and lease, each NULL when it has none:
 // runs saved before schema 3 have none of them (a running one among them

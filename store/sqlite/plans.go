@@ -19,12 +19,15 @@ import (
 // the run waits for and its delegation are columns of the run's row, NULL
 // when it has none, and so are its holder and the lease on it: the holder
 // is rec.Holder while rec.LeaseExpires holds the run, NULL once a zero
-// lease lets it go. A run another holder keeps, its lease not run out at
-// the store's clock, is ErrFenced: read and judged in the write
+// lease lets it go. The row's rev column is the record's revision: a save
+// stores rec.Rev+1, and one with Update whose rec.Rev is no longer the
+// row's (saved since by another) is ErrFenced. A run another holder keeps,
+// its lease not run out at the save's time (rec.Updated, or the store's
+// clock), is ErrFenced too. Both are read and judged in the write
 // transaction, under the write lock, so of executions saving one run at
-// once one holds it. Waits that could not be read back (one naming
-// neither or both a request and a key) are refused. Nothing is written
-// when the save is refused.
+// once one holds it, and of savers based on one revision one saves. Waits
+// that could not be read back (one naming neither or both a request and a
+// key) are refused. Nothing is written when the save is refused.
 func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 	const op = "save plan"
 	row, err := encodePlan(rec)
@@ -97,8 +100,9 @@ func savedAt(rec *store.PlanRecord, now func() time.Time) time.Time {
 	return rec.Updated
 }
 
-// savePlan writes rec's row inside tx, unless another holder keeps the
-// run at now, the save's time (ErrFenced).
+// savePlan writes rec's row at revision rec.Rev+1 inside tx, unless
+// another holder keeps the run at now, the save's time, or rec.Update and
+// the row's revision is not rec.Rev (ErrFenced).
 func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, now time.Time) error {
 	var (
 		oldPlan    string
@@ -108,8 +112,9 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, no
 		oldCreated sql.NullInt64
 		oldHolder  sql.NullString
 		oldLease   sql.NullInt64
+		oldRev     int64
 	)
-	err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated, &oldHolder, &oldLease)
+	err := tx.row(ctx, qPlanHead, rec.Tenant, rec.RunID).Scan(&oldPlan, &oldColumn, &oldDoc, &oldCreated, &oldHolder, &oldLease, &oldRev)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && rec.Update:
 		return store.ErrNoRecord // read or written before, and dropped since: never written back
@@ -119,6 +124,9 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, no
 	default:
 		if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
 			return err
+		}
+		if rec.Update && oldRev != rec.Rev {
+			return store.ErrFenced // saved since the revision the save is based on
 		}
 		if h := oldHolder.String; h != "" && h != rec.Holder && oldLease.Valid && oldLease.Int64 > instant(now) {
 			return store.ErrFenced // another execution holds the run
@@ -134,7 +142,7 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, no
 		holder = "" // the run is let go
 	}
 	_, err = tx.exec(ctx, qPlanSave, rec.Tenant, rec.RunID, rec.PlanID, storecodec.PlanVersion, string(rec.Status), row.doc,
-		created, nanos(rec.Updated), row.waiting, row.delegation, orNull(holder), nanos(rec.LeaseExpires))
+		created, nanos(rec.Updated), row.waiting, row.delegation, orNull(holder), nanos(rec.LeaseExpires), rec.Rev+1)
 	return err
 }
 
@@ -182,8 +190,9 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 		waiting, delegation []byte
 		holder              sql.NullString
 		lease               sql.NullInt64
+		rev                 int64
 	)
-	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated, &waiting, &delegation, &holder, &lease)
+	err = tx.row(ctx, qPlanLoad, tenant, runID).Scan(&version, &record, &created, &updated, &waiting, &delegation, &holder, &lease, &rev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNoRecord
 	}
@@ -199,7 +208,7 @@ func (s *Store) LoadPlan(ctx context.Context, tenant, runID string) (*store.Plan
 		return nil, storeErr(op, err)
 	}
 	rec.Delegation = delegation
-	rec.Holder, rec.LeaseExpires = holder.String, fromNanos(lease)
+	rec.Holder, rec.LeaseExpires, rec.Rev = holder.String, fromNanos(lease), rev
 	rows, err := tx.rows(ctx, qStepsLoad, tenant, runID)
 	if err != nil {
 		return nil, storeErr(op, err)

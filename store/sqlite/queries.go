@@ -4,16 +4,17 @@ package sqlite
 // without it.
 const (
 	// plans and steps
-	qPlanHead = `SELECT plan_id, version, record, created, holder, lease_expires FROM plans WHERE tenant = ? AND run_id = ?`
-	qPlanSave = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	qPlanHead = `SELECT plan_id, version, record, created, holder, lease_expires, rev FROM plans WHERE tenant = ? AND run_id = ?`
+	qPlanSave = `INSERT INTO plans (tenant, run_id, plan_id, version, status, record, created, updated, waiting, delegation, holder, lease_expires, rev)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, run_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version,
 			status = excluded.status, record = excluded.record, created = excluded.created, updated = excluded.updated,
-			waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires`
+			waiting = excluded.waiting, delegation = excluded.delegation, holder = excluded.holder, lease_expires = excluded.lease_expires,
+			rev = excluded.rev`
 	qPlanTouch = `UPDATE plans SET updated = CASE WHEN ?1 IS NOT NULL AND (updated IS NULL OR ?1 > updated) THEN ?1 ELSE updated END
 		WHERE tenant = ?2 AND run_id = ?3`
 	qPlanDelete = `DELETE FROM plans WHERE tenant = ? AND run_id = ?`
-	qPlanLoad   = `SELECT version, record, created, updated, waiting, delegation, holder, lease_expires FROM plans WHERE tenant = ? AND run_id = ?`
+	qPlanLoad   = `SELECT version, record, created, updated, waiting, delegation, holder, lease_expires, rev FROM plans WHERE tenant = ? AND run_id = ?`
 	qStepSave   = `INSERT INTO steps (tenant, run_id, step_id, plan_id, version, record) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (tenant, run_id, step_id) DO UPDATE SET plan_id = excluded.plan_id, version = excluded.version, record = excluded.record`
 	qStepsDelete = `DELETE FROM steps WHERE tenant = ? AND run_id = ?`

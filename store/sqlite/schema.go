@@ -199,6 +199,13 @@ var migrations = [][]string{
 			PRIMARY KEY (tenant, session, seq)
 		) WITHOUT ROWID`,
 	},
+	{
+		// The revision of a run's record: SavePlan stores the revision the
+		// save was based on plus one, and a save with Update is written
+		// only while the row still holds that revision. Runs saved before
+		// are at revision 0, and so is a row written without the column.
+		`ALTER TABLE plans ADD COLUMN rev INTEGER NOT NULL DEFAULT 0`,
+	},
 }
 
 // backfills[v], when set, runs right after the statements that take the
