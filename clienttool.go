@@ -247,8 +247,10 @@ func (c *ToolCall) document(clr clearance) json.RawMessage {
 // result given stands; the same result given again is taken (a retried
 // request), another is ErrNotPending. A call the stored run does not await
 // (another run's, never handed back) is ErrNotPending too, and an outcome
-// that is not JSON ErrInvalidDecision; nothing is recorded then. The run
-// acts under its stored delegation: an expired one is a *DelegationError.
+// that is not JSON ErrInvalidDecision; nothing is recorded then. It acts
+// for the run's stored user and agent: a Run naming others is a
+// *DelegationError. A delegation expired since does not refuse it: the
+// call ran, and its result is what happened.
 func (r *Run) SubmitResult(ctx context.Context, call string, outcome json.RawMessage) error {
 	if vs := strictjson.CheckValue(outcome, strictjson.Limits{MaxBytes: r.ex.cfg.Limits.MaxPlanBytes}); vs != nil {
 		return fmt.Errorf("planexec: the result of call %s: %s: %w", quote(call), vs[0], ErrInvalidDecision)

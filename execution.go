@@ -55,7 +55,7 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 		rec, ok := done[s.step.ID]
 		if !ok || rec.PlanID != v.plan.ID || rec.Tool != s.step.Tool {
 			if s.refs == nil {
-				g.pending = append(g.pending, s.key.Digest)
+				g.yetToFinish(s.key.Digest)
 			}
 			continue
 		}
@@ -76,7 +76,7 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 			return nil, errors.Join(err, g.save(store.RunInDoubt, waitsOf(err)))
 		case StepFailed:
 			if s.refs == nil {
-				g.pending = append(g.pending, s.key.Digest)
+				g.yetToFinish(s.key.Digest)
 			}
 		default:
 			// A status this package never writes: the row is damaged, and
@@ -160,6 +160,15 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 		}
 	}
 	return res, err
+}
+
+// yetToFinish notes the key of a step of the plan that has not finished:
+// its spend, if it has one, is counted in inPlan, not again from the
+// store's window. Only a ladder asks.
+func (g *gate) yetToFinish(digest string) {
+	if g.r.ex.cfg.Ladder != nil {
+		g.pending = append(g.pending, digest)
+	}
 }
 
 // save stores the gate's plan with where the run stands and what it waits

@@ -96,11 +96,10 @@ func (g *gate) pass(i int, rn *renewer, out *stepDone) (StepResult, error) {
 		g.release(s, c.Epoch)
 		return StepResult{}, err
 	}
-	res = resultOf(s, clr)
 	if s.tool.client {
 		return StepResult{}, g.handBack(s, clr, nil)
 	}
-	return g.act(s, clr, res, c.Epoch, rn, out)
+	return g.act(s, clr, resultOf(s, clr), c.Epoch, rn, out)
 }
 
 // resolve readies a step whose arguments hold references, as it is about
@@ -134,7 +133,7 @@ func (g *gate) resolve(i int) (*vstep, StepResult, error) {
 	other, dup := g.effects[s.key.Digest]
 	if !dup {
 		g.effects[s.key.Digest] = id
-		g.pending = append(g.pending, s.key.Digest)
+		g.yetToFinish(s.key.Digest)
 	}
 	g.mu.Unlock()
 	if dup {
@@ -188,7 +187,6 @@ func (g *gate) claim(i int, s *vstep, clr clearance) (c store.Claim, res StepRes
 		}
 		return store.Claim{}, StepResult{}, fmt.Errorf("planexec: claiming step %s: %w", quote(id), err)
 	}
-	res = resultOf(s, clr)
 	switch c.State {
 	case store.ClaimAcquired:
 		if g.ctx.Err() != nil {
@@ -198,13 +196,14 @@ func (g *gate) claim(i int, s *vstep, clr clearance) (c store.Claim, res StepRes
 			g.release(s, c.Epoch)
 			return store.Claim{}, StepResult{}, errNotStarted
 		}
-		return c, res, nil
+		return c, StepResult{}, nil
 	case store.ClaimCompleted:
 		if !json.Valid(c.Outcome) {
 			// Never replay what cannot be what the tool returned.
 			g.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "the recorded outcome is damaged; not run twice"})
 			return c, StepResult{}, &store.Error{Op: "claim step " + quote(id), Err: fmt.Errorf("the recorded outcome is not JSON: %w", store.ErrCorruptRecord)}
 		}
+		res = resultOf(s, clr)
 		res.Status, res.Outcome, res.Replayed = StepDone, c.Outcome, true
 		if err := g.saveStep(id, res, clearance{}, ""); err != nil {
 			return c, res, err
@@ -219,16 +218,9 @@ func (g *gate) claim(i int, s *vstep, clr clearance) (c store.Claim, res StepRes
 			// before it stored the call is cleared again, by the record.
 			clr, doc := g.clr[i], g.handed[callID(s.key.Digest)]
 			if doc == nil && clr.deferred {
-				g.mu.Lock()
-				again, req, err := g.clearStep(s)
-				g.mu.Unlock()
-				switch {
-				case err != nil:
+				if clr, err = g.clearNow(s); err != nil {
 					return c, StepResult{}, err
-				case req != nil:
-					return c, StepResult{}, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: []ApprovalRequest{*req}}
 				}
-				clr = again
 			}
 			return c, StepResult{}, g.handBack(s, clr, doc)
 		}
@@ -266,16 +258,10 @@ func (g *gate) clear(s *vstep, clr clearance, epoch int64) (clearance, error) {
 		}
 	}
 	if clr.deferred {
-		g.mu.Lock()
-		c, req, err := g.clearStep(s)
-		g.mu.Unlock()
-		switch {
-		case err != nil:
+		var err error
+		if clr, err = g.clearNow(s); err != nil {
 			return clr, err
-		case req != nil:
-			return clr, &ApprovalPendingError{RunID: d.RunID, Tenant: d.Tenant, Requests: []ApprovalRequest{*req}}
 		}
-		clr = c
 	} else if err := g.stands(s, clr); err != nil {
 		return clr, err
 	}
@@ -291,6 +277,22 @@ func (g *gate) clear(s *vstep, clr clearance, epoch int64) (clearance, error) {
 		return clr, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: refused.Error(), AtDispatch: true}
 	}
 	return clr, nil
+}
+
+// clearNow clears a step whose clearance was left for when it is about to
+// run, one step at a time: a person yet to decide is an
+// *ApprovalPendingError.
+func (g *gate) clearNow(s *vstep) (clearance, error) {
+	g.mu.Lock()
+	c, req, err := g.clearStep(s)
+	g.mu.Unlock()
+	switch {
+	case err != nil:
+		return c, err
+	case req != nil:
+		return c, &ApprovalPendingError{RunID: g.d.RunID, Tenant: g.d.Tenant, Requests: []ApprovalRequest{*req}}
+	}
+	return c, nil
 }
 
 // stands checks that the decision of the person who cleared the step still

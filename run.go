@@ -302,7 +302,8 @@ func (r *Run) executePlan(ctx context.Context, plan Plan, st *roundsState, d *De
 // what still needs clearing (a recorded decision is not asked again), and
 // runs the rest. It acts under the delegation stored with the run, narrowed
 // by the run's own (see Executor.Run); an expired one is a *DelegationError
-// and nothing runs. A run the store has no record of is ErrNoRecord. A
+// and nothing runs. A run another execution holds, on any replica, is
+// ErrRunBusy. A run the store has no record of is ErrNoRecord. A
 // round of a run of rounds is resumed to its end and the run left planning:
 // Do goes on with its rounds.
 func (r *Run) Resume(ctx context.Context) (_ *Result, err error) {

@@ -484,28 +484,14 @@ func runLimitBoundaries(t *testing.T, open Open) {
 		if err := h.AppendEvents(k.ctx, "acme", "run-1", docs); err != nil {
 			t.Fatalf("AppendEvents: %v", err)
 		}
-		for _, after := range []int64{0, 1, 4} {
-			got, err := h.Events(k.ctx, "acme", "run-1", after, math.MaxInt)
-			if err != nil || len(got) != len(docs)-int(after) {
-				t.Errorf("Events after %d, limit math.MaxInt = %d events, %v; want the %d after it", after, len(got), err, len(docs)-int(after))
-				continue
-			}
+		readToTheEnd(t, "Events", docs, func(after int64, limit int) ([]int64, [][]byte, error) {
+			got, err := h.Events(k.ctx, "acme", "run-1", after, limit)
+			seqs, read := make([]int64, len(got)), make([][]byte, len(got))
 			for i, e := range got {
-				if want := after + int64(i) + 1; e.Seq != want || string(e.Event) != string(docs[want-1]) {
-					t.Errorf("event %d after %d = %d %s, want %d %s", i, after, e.Seq, e.Event, want, docs[want-1])
-				}
+				seqs[i], read[i] = e.Seq, e.Event
 			}
-		}
-		for _, after := range []int64{5, math.MaxInt64} {
-			if got, err := h.Events(k.ctx, "acme", "run-1", after, math.MaxInt); err != nil || len(got) != 0 {
-				t.Errorf("Events after %d of 5, limit math.MaxInt = %d events, %v; want none, no error", after, len(got), err)
-			}
-		}
-		for _, limit := range negative {
-			if got, err := h.Events(k.ctx, "acme", "run-1", 1, limit); err != nil || len(got) != 0 {
-				t.Errorf("Events with limit %d = %d events, %v; want none, no error", limit, len(got), err)
-			}
-		}
+			return seqs, read, err
+		})
 	})
 
 	t.Run("ListRuns with a limit of math.MaxInt lists every run asked for, and with a negative limit none", func(t *testing.T) {
@@ -592,29 +578,46 @@ func runLimitBoundaries(t *testing.T, open Open) {
 		if _, err := ts.AppendEntries(k.ctx, "acme", "s-1", docs); err != nil {
 			t.Fatalf("AppendEntries: %v", err)
 		}
-		for _, after := range []int64{0, 1, 3} {
-			got, err := ts.Transcript(k.ctx, "acme", "s-1", after, math.MaxInt)
-			if err != nil || len(got) != len(docs)-int(after) {
-				t.Errorf("Transcript after %d, limit math.MaxInt = %d entries, %v; want the %d after it", after, len(got), err, len(docs)-int(after))
-				continue
-			}
+		readToTheEnd(t, "Transcript", docs, func(after int64, limit int) ([]int64, [][]byte, error) {
+			got, err := ts.Transcript(k.ctx, "acme", "s-1", after, limit)
+			seqs, read := make([]int64, len(got)), make([][]byte, len(got))
 			for i, e := range got {
-				if want := after + int64(i) + 1; e.Seq != want || string(e.Entry) != string(docs[want-1]) {
-					t.Errorf("entry %d after %d = %d %s, want %d %s", i, after, e.Seq, e.Entry, want, docs[want-1])
-				}
+				seqs[i], read[i] = e.Seq, e.Entry
 			}
-		}
-		for _, after := range []int64{4, math.MaxInt64} {
-			if got, err := ts.Transcript(k.ctx, "acme", "s-1", after, math.MaxInt); err != nil || len(got) != 0 {
-				t.Errorf("Transcript after %d of 4, limit math.MaxInt = %d entries, %v; want none, no error", after, len(got), err)
-			}
-		}
-		for _, limit := range negative {
-			if got, err := ts.Transcript(k.ctx, "acme", "s-1", 1, limit); err != nil || len(got) != 0 {
-				t.Errorf("Transcript with limit %d = %d entries, %v; want none, no error", limit, len(got), err)
-			}
-		}
+			return seqs, read, err
+		})
 	})
+}
+
+// readToTheEnd checks a numbered read of docs (a history, a transcript):
+// with a limit of math.MaxInt it gives everything after `after`, numbered
+// on, however large after is; with a negative limit, nothing. read gives
+// each document read with its number.
+func readToTheEnd(t *testing.T, what string, docs []json.RawMessage, read func(after int64, limit int) ([]int64, [][]byte, error)) {
+	t.Helper()
+	n := int64(len(docs))
+	for _, after := range []int64{0, 1, n - 1} {
+		seqs, got, err := read(after, math.MaxInt)
+		if err != nil || int64(len(got)) != n-after {
+			t.Errorf("%s after %d, limit math.MaxInt = %d documents, %v; want the %d after it", what, after, len(got), err, n-after)
+			continue
+		}
+		for i := range got {
+			if want := after + int64(i) + 1; seqs[i] != want || string(got[i]) != string(docs[want-1]) {
+				t.Errorf("%s: document %d after %d = %d %s, want %d %s", what, i, after, seqs[i], got[i], want, docs[want-1])
+			}
+		}
+	}
+	for _, after := range []int64{n, math.MaxInt64} {
+		if _, got, err := read(after, math.MaxInt); err != nil || len(got) != 0 {
+			t.Errorf("%s after %d of %d, limit math.MaxInt = %d documents, %v; want none, no error", what, after, n, len(got), err)
+		}
+	}
+	for _, limit := range []int{-1, math.MinInt} {
+		if _, got, err := read(1, limit); err != nil || len(got) != 0 {
+			t.Errorf("%s with limit %d = %d documents, %v; want none, no error", what, limit, len(got), err)
+		}
+	}
 }
 
 func runTimeBoundaries(t *testing.T, open Open) {
