@@ -40,6 +40,9 @@ func (r *Run) Info(ctx context.Context) (RunInfo, error) {
 	info := runInfo(d.Tenant, store.RunSummary{RunID: rec.RunID, PlanID: rec.PlanID, Status: rec.Status, Waiting: rec.Waiting,
 		LeaseExpires: rec.LeaseExpires, Created: rec.Created, Updated: rec.Updated}, r.ex.now())
 	info.Delegation = d
+	if plan, st, err := decodeRun(rec); err == nil {
+		info.Question, info.Barred = plan.Question, st.barred()
+	}
 	return info, nil
 }
 
@@ -54,6 +57,11 @@ type RunInfo struct {
 	// Delegation is the authority the run acts under, as Run.Info reads
 	// it (a listing leaves it nil).
 	Delegation *Delegation
+	// Question is what a run awaiting a reply asked (Run.Info only).
+	Question string
+	// Barred lists the tools that failed twice in a run of rounds, sorted:
+	// the run does not offer them again (Run.Info only).
+	Barred []string
 }
 
 // Wait is one thing a stopped run waits for: a person's decision on an
