@@ -191,6 +191,10 @@ type vplan struct {
 	// update is true once the run's record is known to be in the store
 	// (read, or written by this call): a save then only replaces it.
 	update bool
+	// create is true for the first save of a run of rounds, made before
+	// its first round is planned: a record already stored is not saved
+	// over.
+	create bool
 	plan   Plan
 	doc    []byte // the plan's document as stored, once encoded: see document
 	steps  []vstep

@@ -439,7 +439,7 @@ func (p *planning) run(ctx context.Context) (Plan, error) {
 		// A round's plan is named by its run and round: planned again after
 		// a crash lost it before it was stored, it is still that round's,
 		// and the people's decisions on it still clear its steps.
-		p.id = uuid.NewSHA1(uuid.NameSpaceURL, []byte("planexec:"+d.Tenant+"\x00"+d.RunID+"\x00"+strconv.Itoa(req.Round))).String()
+		p.id = roundPlanID(d, req.Round)
 	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -511,4 +511,10 @@ func (p *planning) check(payload []byte, revision int) (Plan, *PlanValidationErr
 		return Plan{}, perr
 	}
 	return plan, nil
+}
+
+// roundPlanID names the plan of a round of d's run; round 0 is the empty
+// plan a run of rounds is stored with before its first round is planned.
+func roundPlanID(d *Delegation, round int) string {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("planexec:"+d.Tenant+"\x00"+d.RunID+"\x00"+strconv.Itoa(round))).String()
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/planexec/planexec/internal/lease"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/store"
 )
@@ -86,7 +87,10 @@ func decodeRun(rec *store.PlanRecord) (Plan, *roundsState, error) {
 // a stored run it goes on from where the run stands (replaying the steps
 // that finished, never asking the planner again for a plan it stored), and
 // for an answered run it returns the answer. A run stored by Execute alone
-// is resumed as Resume would.
+// is resumed as Resume would. While a call plans a round it holds the run
+// (a lease in the store, with a store that recovers runs): a Do or Reply
+// meanwhile, on any replica, is ErrRunBusy before it asks its planner
+// anything, so no round is planned twice, even of a run not yet stored.
 //
 // Idempotency across rounds, with a store that keeps claims (every store of
 // this module does): an irreversible effect (the same tool with the same
@@ -100,6 +104,8 @@ func (r *Run) Do(ctx context.Context, planner Planner, task string) (_ *Result, 
 	}
 	defer r.busy.Store(false)
 	defer r.j.store(ctx, &err)
+	r.planning = r.ex.st.recoverer != nil
+	defer r.letGo(ctx)
 	rec, d, err := r.adopt(ctx, acting)
 	switch {
 	case err == nil:
@@ -125,6 +131,8 @@ func (r *Run) Reply(ctx context.Context, planner Planner, reply string) (_ *Resu
 	if !utf8.ValidString(reply) || len(reply) > r.ex.cfg.Limits.MaxPlanBytes {
 		return nil, fmt.Errorf("planexec: a reply must be valid UTF-8 of at most %d bytes: %w", r.ex.cfg.Limits.MaxPlanBytes, ErrInvalidDecision)
 	}
+	r.planning = r.ex.st.recoverer != nil
+	defer r.letGo(ctx)
 	rec, d, err := r.adopt(ctx, acting)
 	if err != nil {
 		return nil, err
@@ -160,6 +168,7 @@ func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord, 
 	case plan.Answer != "" || plan.Question != "":
 		return storedRound(rec, plan, st)
 	case rec.Status == store.RunPlanning:
+		r.saved = &vplan{plan: plan, rounds: st, update: true}
 		return r.rounds(ctx, planner, st, plan.Round+1, nil, d, true)
 	}
 	// A round was under way: it is finished first.
@@ -192,6 +201,10 @@ func storedRound(rec *store.PlanRecord, plan Plan, st *roundsState) (*Result, er
 // round before, if this call ran it; update is true when the run's record
 // was read or written by this call already.
 func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, round int, last *Result, d *Delegation, update bool) (*Result, error) {
+	if err := r.hold(ctx, st, d); err != nil {
+		return last, err
+	}
+	update = update || r.held
 	for ; ; round++ {
 		budget := r.ex.cfg.TokenBudget
 		final := round > r.ex.cfg.MaxRounds || (budget > 0 && st.Usage.Total() >= budget)
@@ -201,7 +214,9 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		}
 		r.j.emit(&Event{Kind: EventRoundStarted, RunID: d.RunID, Tenant: d.Tenant, Round: round, Detail: detail})
 		before := r.Usage()
+		stopLease := r.keepHeld(ctx, d)
 		plan, err := (&planning{r: r, d: d, planner: planner, req: PlanRequest{Task: st.Task, Round: round, History: st.Past, Barred: st.barred(), Final: final}}).run(ctx)
+		stopLease()
 		st.Usage = st.Usage.Add(spent(before, r.Usage()))
 		if err != nil {
 			return last, err
@@ -231,6 +246,52 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		}
 		last, update = res, true
 	}
+}
+
+// hold takes the run for the call before its next round is planned, unless
+// the call's last save holds it already: the run is saved as planning,
+// under a lease the call moves on while its planner works (keepHeld), so
+// another execution's Do or Reply meanwhile is ErrRunBusy and no round is
+// planned twice. A run not yet stored is created so: of calls creating one
+// run at once, one does and the others are ErrRunBusy.
+func (r *Run) hold(ctx context.Context, st *roundsState, d *Delegation) error {
+	if !r.planning || r.held {
+		return nil
+	}
+	v := r.saved
+	if v == nil {
+		v = &vplan{plan: Plan{ID: roundPlanID(d, 0), Revision: 1}, rounds: st, create: true}
+	}
+	return r.savePlan(ctx, v, d, store.RunPlanning, nil)
+}
+
+// keepHeld moves the lease of a run held while planning on, every third of
+// a lease, until the returned stop.
+func (r *Run) keepHeld(ctx context.Context, d *Delegation) (stop func()) {
+	rc, ttl := r.ex.st.recoverer, r.ex.cfg.Lease
+	if !r.held || rc == nil {
+		return func() {}
+	}
+	ref, holder := store.RunRef{Tenant: d.Tenant, RunID: d.RunID}, r.holder
+	var k lease.Keeper
+	k.Keep(ctx, ttl/3, func(ctx context.Context) bool {
+		err := rc.ExtendRun(ctx, ref, holder, r.ex.now().Add(ttl))
+		return !errors.Is(err, store.ErrFenced) && !errors.Is(err, store.ErrNoRecord)
+	})
+	return k.Stop
+}
+
+// letGo ends the call's hold on a run it left planning (a planner that
+// failed, a context cancelled between rounds), so the next call need not
+// wait for the lease to run out. A hold it cannot end runs out.
+func (r *Run) letGo(ctx context.Context) {
+	if !r.held {
+		return
+	}
+	r.held = false
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ex.cfg.Lease/3)
+	defer cancel()
+	_ = r.ex.st.recoverer.ExtendRun(ctx, store.RunRef{Tenant: r.d.Tenant, RunID: r.d.RunID}, r.holder, r.ex.now())
 }
 
 // joined is the errors err joins (errors.Join, at any depth), or err alone.

@@ -47,6 +47,12 @@ type Run struct {
 	// run's record the call read or last wrote. All are the busy call's.
 	holder, taken string
 	rev           int64
+	// planning is set while Do or Reply runs rounds: a save that leaves
+	// the run planning its next round holds it (a lease), so another
+	// execution plans no round meanwhile; held says the last save did;
+	// saved is what it saved. All are the busy call's.
+	planning, held bool
+	saved          *vplan
 }
 
 // planRef names one revision of a plan.
@@ -95,6 +101,7 @@ func (r *Run) start() bool {
 		return false
 	}
 	r.holder, r.rev = r.ex.holder(), 0
+	r.planning, r.held, r.saved = false, false, nil
 	if r.taken != "" {
 		r.holder, r.taken = r.taken, ""
 	}
@@ -409,11 +416,11 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status stor
 	doc, _ := json.Marshal(d) // strings, a time and a list: it cannot fail
 	rec := &store.PlanRecord{Version: store.RecordVersion, Tenant: d.Tenant, RunID: d.RunID,
 		PlanID: v.plan.ID, Plan: v.document(), Status: status, Waiting: waits, Delegation: doc,
-		Created: now, Updated: now, Update: v.update, Rev: r.rev, Holder: r.holder}
-	if status == store.RunRunning {
-		// The execution holds the run while it runs: Recover and other
-		// executions leave it be until the lease, which it moves on, runs
-		// out.
+		Created: now, Updated: now, Update: v.update, Rev: r.rev, Holder: r.holder, Create: v.create}
+	if status == store.RunRunning || (status == store.RunPlanning && r.planning) {
+		// The execution holds the run while it runs, or plans its next
+		// round: Recover and other executions leave it be until the lease,
+		// which it moves on, runs out.
 		rec.LeaseExpires = now.Add(r.ex.cfg.Lease)
 	}
 	if err := r.j.with(func(events []json.RawMessage) error {
@@ -424,7 +431,8 @@ func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status stor
 	} else if err != nil {
 		return fmt.Errorf("planexec: storing the plan of run %s: %w", quote(d.RunID), err)
 	}
-	v.update, r.rev = true, rec.Rev+1
+	v.update, v.create, r.rev = true, false, rec.Rev+1
+	r.held, r.saved = status == store.RunPlanning && !rec.LeaseExpires.IsZero(), v
 	return nil
 }
 

@@ -118,6 +118,10 @@ type PlanRecord struct {
 	// since by anyone else is not saved over (ErrFenced). A save stores
 	// rec.Rev+1 (1 for a record created); only SavePlan moves it.
 	Rev int64
+	// Create says the save makes the run's record: a record already
+	// stored, whoever saved it, is ErrFenced and nothing is written. Of
+	// executions creating one run at once, one does.
+	Create bool
 }
 
 // StepRecord is one step's result as stored.

@@ -90,8 +90,9 @@ type Recoverer interface {
 	// running, if the run is stalled (as Stalled says) at now; it reports
 	// whether it did. Of executors taking one run at once, one does.
 	TakeRun(ctx context.Context, run RunRef, holder string, now time.Time, lease time.Duration) (bool, error)
-	// ExtendRun moves the lease of holder on the run to expires. A run that
-	// holder no longer holds is ErrFenced; one with no plan record
-	// ErrNoRecord.
+	// ExtendRun moves the lease of holder on the run to expires, while the
+	// run is running or planning its next round; an expires not after now
+	// lets the run go. A run that holder no longer holds, or that stopped,
+	// is ErrFenced; one with no plan record ErrNoRecord.
 	ExtendRun(ctx context.Context, run RunRef, holder string, expires time.Time) error
 }

@@ -1056,6 +1056,91 @@ func runHolderBoundaries(t *testing.T, open Open) {
 		expectFencedSave(t, "SavePlan by exec-1 once exec-2 holds the run", k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunRunning, next)))
 	})
 
+	t.Run("A save with Create makes the run, and of savers creating one run at once exactly one does", func(t *testing.T) {
+		k := setup(t, open)
+		created := func(holder string) *store.PlanRecord {
+			rec := heldBy(k, holder, store.RunPlanning, k.microsecond().Add(runLease))
+			rec.Create = true
+			return rec
+		}
+		const savers = 8
+		errs := make(chan error, savers)
+		var wg sync.WaitGroup
+		for i := range savers {
+			wg.Go(func() { errs <- k.Plans.SavePlan(k.ctx, created(fmt.Sprintf("exec-%d", i))) })
+		}
+		wg.Wait()
+		close(errs)
+		made := 0
+		for err := range errs {
+			switch {
+			case err == nil:
+				made++
+			default:
+				expectFencedSave(t, "SavePlan with Create of a run another saver made", err)
+			}
+		}
+		if made != 1 {
+			t.Fatalf("%d of %d savers made the run, want exactly one", made, savers)
+		}
+		if rev := k.revision(t, "acme", "run-1"); rev != 1 {
+			t.Errorf("revision after the run was made = %d, want 1", rev)
+		}
+		// A run let go is still not made again.
+		k.clk.Advance(2 * runLease)
+		rec := heldBy(k, "exec-9", store.RunCompleted, time.Time{})
+		rec.Update, rec.Rev = true, 1
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Fatalf("SavePlan once the maker's lease ran out: %v", err)
+		}
+		rec = created("exec-10")
+		rec.LeaseExpires = time.Time{}
+		expectFencedSave(t, "SavePlan with Create of a finished run", k.Plans.SavePlan(k.ctx, rec))
+		if got, err := k.Plans.LoadPlan(k.ctx, "acme", "run-1"); err != nil || got.Status != store.RunCompleted {
+			t.Errorf("LoadPlan after the refused Create: %+v, %v; want the finished run as it was", got, err)
+		}
+	})
+
+	t.Run("A run saved planning under a lease is held like a running one, ExtendRun moves it, and one to now lets it go", func(t *testing.T) {
+		k := setup(t, open)
+		r, ok := k.Plans.(store.Recoverer)
+		if !ok {
+			t.Skip("Plans recovers nothing (store.Recoverer)")
+		}
+		ref := store.RunRef{Tenant: "acme", RunID: "run-1"}
+		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunPlanning, k.microsecond().Add(runLease))); err != nil {
+			t.Fatalf("SavePlan by exec-1: %v", err)
+		}
+		k.clk.Advance(runLease / 2)
+		expires := k.microsecond().Add(runLease)
+		if err := r.ExtendRun(k.ctx, ref, "exec-1", expires); err != nil {
+			t.Fatalf("ExtendRun of a run planning by its holder: %v", err)
+		}
+		expectHolder(t, k, "exec-1", expires)
+		k.clk.Advance(runLease * 3 / 4) // past the first lease, within the one moved on
+		rec := heldBy(k, "exec-2", store.RunPlanning, k.microsecond().Add(runLease))
+		rec.Update, rec.Rev = true, k.revision(t, "acme", "run-1")
+		expectFencedSave(t, "SavePlan by exec-2 while exec-1 plans", k.Plans.SavePlan(k.ctx, rec))
+		if got, err := r.Stalled(k.ctx, expires.Add(time.Hour), 10); err != nil || len(got) != 0 {
+			t.Errorf("Stalled = %+v, %v; a run planning is never stalled", got, err)
+		}
+		if err := r.ExtendRun(k.ctx, ref, "exec-1", k.microsecond()); err != nil {
+			t.Fatalf("ExtendRun to now by exec-1: %v", err)
+		}
+		k.clk.Advance(time.Microsecond)
+		if err := k.Plans.SavePlan(k.ctx, rec); err != nil {
+			t.Errorf("SavePlan by exec-2 once exec-1 let the run go: %v", err)
+		}
+		done := heldBy(k, "exec-2", store.RunCompleted, time.Time{})
+		done.Update, done.Rev = true, k.revision(t, "acme", "run-1")
+		if err := k.Plans.SavePlan(k.ctx, done); err != nil {
+			t.Fatalf("SavePlan completed by exec-2: %v", err)
+		}
+		if err := r.ExtendRun(k.ctx, ref, "exec-2", k.microsecond().Add(runLease)); !errors.Is(err, store.ErrFenced) {
+			t.Errorf("ExtendRun of a completed run: %v, want ErrFenced", err)
+		}
+	})
+
 	t.Run("A save with no lease lets the run go: no holder is kept, and anyone may save next", func(t *testing.T) {
 		k := setup(t, open)
 		if err := k.Plans.SavePlan(k.ctx, heldBy(k, "exec-1", store.RunRunning, k.microsecond().Add(runLease))); err != nil {

@@ -211,7 +211,7 @@ func savedAt(rec *store.PlanRecord, now func() time.Time) time.Time {
 // revisions has none, and reads as revision 0.
 func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	c := *rec
-	c.Steps, c.Update, c.Rev = nil, false, rec.Rev+1
+	c.Steps, c.Update, c.Create, c.Rev = nil, false, false, rec.Rev+1
 	if c.LeaseExpires.IsZero() {
 		c.Holder = ""
 	}
@@ -220,6 +220,8 @@ func (j *journal) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		switch {
 		case old == nil && rec.Update:
 			return store.ErrNoRecord
+		case old != nil && rec.Create:
+			return store.ErrFenced // made by another saver
 		case old != nil && rec.Update && old.Rev != rec.Rev:
 			return store.ErrFenced // saved since the save's revision was read
 		case old != nil && old.Holder != "" && old.Holder != rec.Holder && old.LeaseExpires.After(savedAt(rec, j.now)):

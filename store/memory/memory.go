@@ -88,6 +88,8 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 	switch {
 	case !ok && rec.Update:
 		return store.ErrNoRecord
+	case ok && rec.Create:
+		return store.ErrFenced // made by another execution
 	case ok && rec.Update && r.rec.Rev != rec.Rev:
 		return store.ErrFenced // saved since the save's revision was read
 	case ok && heldByAnother(&r.rec, rec.Holder, savedAt(rec, s.now)):
@@ -113,7 +115,7 @@ func (s *Store) SavePlan(_ context.Context, rec *store.PlanRecord) error {
 		r.rec.Delegation = clone(rec.Delegation)
 	}
 	r.rec.Waiting = cloneWaits(rec.Waiting)
-	r.rec.Steps, r.rec.Events, r.rec.Update = nil, nil, false
+	r.rec.Steps, r.rec.Events, r.rec.Update, r.rec.Create = nil, nil, false, false
 	r.rec.Rev = rec.Rev + 1
 	if r.rec.LeaseExpires.IsZero() {
 		r.rec.Holder = "" // the run is let go

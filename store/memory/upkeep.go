@@ -151,7 +151,7 @@ func (s *Store) ExtendRun(_ context.Context, ref store.RunRef, holder string, ex
 	switch {
 	case !ok:
 		return store.ErrNoRecord
-	case r.rec.Holder != holder || r.rec.Status != store.RunRunning:
+	case r.rec.Holder != holder || (r.rec.Status != store.RunRunning && r.rec.Status != store.RunPlanning):
 		return store.ErrFenced
 	}
 	r.rec.LeaseExpires = expires

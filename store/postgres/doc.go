@@ -246,10 +246,13 @@
 //
 // # Recovery
 //
-// A run saved running names its holder (the execution running it) and a
-// lease, which the execution moves on while it runs (ExtendRun: one
-// UPDATE matching the holder and the running status; another holder, or a
-// run no longer running, is [store.ErrFenced]). A save with no lease lets
+// A run saved running, or planning under a lease, names its holder (the
+// execution running it) and a lease, which the execution moves on while it
+// works (ExtendRun: one UPDATE matching the holder and the running or
+// planning status; another holder, or a run that stopped, is
+// [store.ErrFenced]). A save with Create is based on revision 0, which no
+// row has: of savers creating one run at once, one writes and the others
+// change no row ([store.ErrFenced]). A save with no lease lets
 // the run go: its holder is written NULL. SavePlan of a run another holder
 // keeps, its lease not run out at the save's time (PlanRecord.Updated, the
 // saver's clock; the store's for a record that does not say), is

@@ -28,7 +28,8 @@ const (
 	// it. A row another holder keeps (not $13, the saver) under a lease
 	// that has not run out at the clock $14 (NULL: the database's) is not
 	// updated, nor is a row whose revision is not $16, the one a save with
-	// Update is based on (NULL: a save without Update, which checks none):
+	// Update is based on (0 for a save that creates the run, which no row
+	// has; NULL: a save without Update, which checks none):
 	// both judged on the row as locked, the one lockPlanSQL locked or, for
 	// a run two savers create at once, the one the first committed. It
 	// then changes no row, and SavePlan rolls back (ErrFenced). The row is
@@ -189,7 +190,7 @@ func (s *Store) SavePlan(ctx context.Context, rec *store.PlanRecord) error {
 		tag, err := tx.Exec(ctx, s.q.writePlan, c.Tenant, c.RunID, c.PlanID, c.Version, string(c.Status), doc, c.Created, c.Updated,
 			waiting, []byte(c.Delegation), // nil: NULL
 			pgtype.Text{String: c.Holder, Valid: held && c.Holder != ""}, pgtype.Timestamptz{Time: c.LeaseExpires, Valid: held},
-			c.Holder, savedAt(c.Updated, s.now()), c.Rev+1, pgtype.Int8{Int64: c.Rev, Valid: c.Update})
+			c.Holder, savedAt(c.Updated, s.now()), c.Rev+1, basedOn(&c))
 		switch {
 		case err != nil:
 			return err
@@ -363,4 +364,17 @@ func (s *Store) Forget(ctx context.Context, tenant, runID string) error {
 		return storeErr("forget", err)
 	}
 	return nil
+}
+
+// basedOn is the revision a save is based on, as writePlanSQL takes it:
+// the one read, for a save with Update; none for a save that creates the
+// run (no stored row has revision 0); NULL for a save that checks none.
+func basedOn(rec *store.PlanRecord) pgtype.Int8 {
+	switch {
+	case rec.Create:
+		return pgtype.Int8{Int64: 0, Valid: true}
+	case rec.Update:
+		return pgtype.Int8{Int64: rec.Rev, Valid: true}
+	}
+	return pgtype.Int8{}
 }

@@ -243,7 +243,7 @@ WHERE tenant = $2 AND run_id = $3 AND version <= $6 AND ` + stalledCond
 	// extendRunSQL moves holder $3's lease on run $2 of tenant $1 to $4,
 	// and says whether it did and whether the run has a plan row.
 	extendRunSQL = `WITH extended AS (
-	UPDATE {s}.plans SET lease_expires = $4 WHERE tenant = $1 AND run_id = $2 AND holder = $3 AND status = 'running'
+	UPDATE {s}.plans SET lease_expires = $4 WHERE tenant = $1 AND run_id = $2 AND holder = $3 AND status IN ('running', 'planning')
 	RETURNING 1
 )
 SELECT EXISTS (SELECT 1 FROM extended), EXISTS (SELECT 1 FROM {s}.plans WHERE tenant = $1 AND run_id = $2)`

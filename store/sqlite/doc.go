@@ -135,8 +135,8 @@
 // the run is stalled at that moment, so that of takers at once, in one
 // process or several, exactly one wins; in the same transaction it puts
 // the new status in the run's document, the plan byte for byte. ExtendRun
-// moves the lease on for the run's holder while it runs; another caller,
-// or a run no longer running, gets [store.ErrFenced], a run with no plan
+// moves the lease on for the run's holder while it runs or plans its next
+// round; another caller, or a run that stopped, gets [store.ErrFenced], a run with no plan
 // record [store.ErrNoRecord]. Runs of a layout newer than this package's
 // are neither listed nor taken.
 //

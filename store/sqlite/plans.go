@@ -125,7 +125,7 @@ func savePlan(ctx context.Context, tx on, rec *store.PlanRecord, row planRow, no
 		if _, err := storecodec.CheckReplace(rec.RunID, oldColumn, oldDoc); err != nil {
 			return err
 		}
-		if rec.Update && oldRev != rec.Rev {
+		if rec.Create || (rec.Update && oldRev != rec.Rev) {
 			return store.ErrFenced // saved since the revision the save is based on
 		}
 		if h := oldHolder.String; h != "" && h != rec.Holder && oldLease.Valid && oldLease.Int64 > instant(now) {

@@ -105,7 +105,7 @@ const (
 	// qPlanRecord puts the run's status in its document as TakeRun
 	// changed it in its row.
 	qPlanRecord = `UPDATE plans SET record = ? WHERE tenant = ? AND run_id = ?`
-	qRunExtend  = `UPDATE plans SET lease_expires = ? WHERE tenant = ? AND run_id = ? AND holder IS ? AND status = 'running'`
+	qRunExtend  = `UPDATE plans SET lease_expires = ? WHERE tenant = ? AND run_id = ? AND holder IS ? AND status IN ('running', 'planning')`
 	qRunExists  = `SELECT 1 FROM plans WHERE tenant = ? AND run_id = ?`
 
 	// sessions and transcripts (store.TranscriptStore). Every write of a

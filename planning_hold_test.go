@@ -1,0 +1,177 @@
+package planexec_test
+
+// A run of rounds is held while its next round is planned: a second Do or
+// Reply meanwhile, on this executor or another over the same store, is
+// ErrRunBusy before it asks its planner anything, so no round is planned
+// twice; and a call whose planner failed lets the run go at once.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/store"
+	"github.com/planexec/planexec/store/memory"
+)
+
+// gatedPlanner answers with replies in turn; the call numbered block (from
+// 1) waits, once entered, until release is closed. It counts its calls.
+type gatedPlanner struct {
+	replies []string
+	block   int
+	entered chan struct{}
+	release chan struct{}
+	calls   atomic.Int32
+	fail    error // the answer of every call, when set
+}
+
+func newGatedPlanner(block int, replies ...string) *gatedPlanner {
+	return &gatedPlanner{replies: replies, block: block, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (p *gatedPlanner) Plan(ctx context.Context, _ planexec.PlanRequest) (*planexec.PlanResponse, error) {
+	n := int(p.calls.Add(1))
+	if n == p.block {
+		close(p.entered)
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if p.fail != nil {
+		return nil, p.fail
+	}
+	if n > len(p.replies) {
+		return nil, errors.New("no more replies")
+	}
+	return &planexec.PlanResponse{Payload: []byte(p.replies[n-1])}, nil
+}
+
+// twoExecutors builds two executors over st, as two replicas would be, and
+// a run of each for run-1 of tenant acme.
+func twoExecutors(t *testing.T, st store.Store, r *recorder) (*planexec.Run, *planexec.Run) {
+	t.Helper()
+	a, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-a")))
+	b, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-b")))
+	return a, b
+}
+
+func TestASecondDoWhileARoundIsPlannedIsBusyAndPlansNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		block int // the planner call the first Do is held in
+	}{
+		{"the first round of a new run", 1},
+		{"a round after one that ran", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			r := &recorder{}
+			first, second := twoExecutors(t, memory.New(), r)
+			planner := newGatedPlanner(tc.block, doTripJSON, doAnswerJSON)
+			done := make(chan cancelOutcome, 1)
+			go func() {
+				res, err := first.Do(ctx, planner, "get them to New York")
+				done <- cancelOutcome{res, err}
+			}()
+			cancelWait(t, planner.entered, "the first Do never asked its planner")
+			asked := planner.calls.Load()
+
+			res, err := second.Do(ctx, planner, "get them to New York")
+			if !errors.Is(err, planexec.ErrRunBusy) || res != nil {
+				t.Errorf("the second Do: %+v, %v; want ErrRunBusy", res, err)
+			}
+			if n := planner.calls.Load(); n != asked {
+				t.Errorf("the busy Do asked the planner: %d calls, want %d", n, asked)
+			}
+
+			close(planner.release)
+			out := <-done
+			if out.err != nil || !out.res.Complete || out.res.Answer != "Booked BA117." {
+				t.Fatalf("the first Do: %+v, %v", out.res, out.err)
+			}
+			if n := callsOf(r, "book_flight"); n != 1 {
+				t.Errorf("book_flight ran %d times, want once", n)
+			}
+			// Once the first ended, the second gets its answer from the store.
+			res, err = second.Do(ctx, planner, "get them to New York")
+			if err != nil || res.Answer != "Booked BA117." {
+				t.Errorf("the second Do after the first ended: %+v, %v", res, err)
+			}
+			if n := planner.calls.Load(); n != 2 {
+				t.Errorf("the planner was asked %d times, want twice", n)
+			}
+		})
+	}
+}
+
+func TestManyDoAtOnceOnANewRunPlanEachRoundOnce(t *testing.T) {
+	ctx := context.Background()
+	for trial := range 20 {
+		st := memory.New()
+		r := &recorder{}
+		planner := newGatedPlanner(0, doTripJSON, doAnswerJSON)
+		var (
+			wg             sync.WaitGroup
+			answered, busy atomic.Int32
+			mu             sync.Mutex
+			unexpected     []error
+		)
+		for i := range 8 {
+			run, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-"+string(rune('a'+i)))))
+			wg.Go(func() {
+				res, err := run.Do(ctx, planner, "get them to New York")
+				switch {
+				case err == nil && res.Answer == "Booked BA117.":
+					answered.Add(1)
+				case errors.Is(err, planexec.ErrRunBusy):
+					busy.Add(1)
+				default:
+					mu.Lock()
+					unexpected = append(unexpected, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(unexpected) > 0 || answered.Load() == 0 {
+			t.Fatalf("trial %d: %d answered, %d busy, unexpected %v", trial, answered.Load(), busy.Load(), unexpected)
+		}
+		if n := planner.calls.Load(); n != 2 {
+			t.Fatalf("trial %d: the planner was asked %d times, want twice (each round once)", trial, n)
+		}
+		if n := callsOf(r, "book_flight"); n != 1 {
+			t.Fatalf("trial %d: book_flight ran %d times", trial, n)
+		}
+	}
+}
+
+func TestADoWhosePlannerFailedLetsTheRunGoAtOnce(t *testing.T) {
+	ctx := context.Background()
+	// The lease is long: a run still held after the failed Do would make
+	// the next one wait an hour.
+	st := memory.New()
+	r := &recorder{}
+	long := func(s *setup) { s.Config.Lease = time.Hour }
+	first, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-a"), long))
+	second, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-b"), long))
+
+	failing := newGatedPlanner(0)
+	failing.fail = errors.New("the model is down")
+	if _, err := first.Do(ctx, failing, "get them to New York"); err == nil {
+		t.Fatal("Do with a failing planner succeeded")
+	}
+	info, err := second.Info(ctx)
+	if err != nil || info.Status != planexec.RunPlanning {
+		t.Fatalf("after the failed Do: %+v, %v; want the run stored, planning", info, err)
+	}
+	res, err := second.Do(ctx, newGatedPlanner(0, doTripJSON, doAnswerJSON), "get them to New York")
+	if err != nil || res.Answer != "Booked BA117." {
+		t.Fatalf("the next Do: %+v, %v; want it to plan and answer", res, err)
+	}
+}
