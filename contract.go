@@ -2,6 +2,7 @@ package planexec
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,10 @@ type Contract struct {
 	// jschema, for a tool its caller runs (NewClientTool), holds the
 	// arguments to a JSON Schema instead of a Go type; typ is nil then.
 	jschema *jsonschema.Schema
+	// pre is the tool's precondition (Precondition), called with a *T;
+	// preType is the T it was declared for.
+	pre     func(ctx context.Context, d Delegation, args any) error
+	preType reflect.Type
 }
 
 // ContractOption says what a contract says beyond its argument type.
@@ -68,6 +73,29 @@ type ContractOption func(*Contract)
 // payment). Its steps are cleared by a person or a grant before any step runs,
 // and a failure that does not wrap ErrNotApplied leaves the step in doubt.
 func Irreversible() ContractOption { return func(c *Contract) { c.irreversible = true } }
+
+// Precondition declares a check of a step's arguments against the world as
+// it stands now (the item exists, the edge closes no cycle): read only, and
+// under the delegation the step would run under. It runs when a plan is
+// authorized (Run.Authorize: a plan refused before anyone applies it) and
+// again just before the step acts, its key claimed; a step whose arguments
+// hold references is checked only then. A check whose error wraps an
+// *UnmetError (Unmet) refuses the step with ReasonPrecondition and the
+// error's words, which a planner is shown; any other error fails the step
+// as a failing tool would, its text never shown. A is the contract's
+// argument type: another is a *ConfigurationError.
+func Precondition[A any](check func(ctx context.Context, d Delegation, args A) error) ContractOption {
+	return func(c *Contract) {
+		c.preType = reflect.TypeFor[A]()
+		c.pre = func(ctx context.Context, d Delegation, args any) error {
+			a, ok := args.(*A)
+			if !ok {
+				return fmt.Errorf("planexec: the precondition of %s takes %s, not %T", c.tool, c.preType, args)
+			}
+			return check(ctx, d, *a)
+		}
+	}
+}
 
 // KeyArguments names the top-level arguments that identify the effect, when
 // only some do (an order id, not the note attached to it). The idempotency key
@@ -112,6 +140,9 @@ func NewContract[T any](tool string, opts ...ContractOption) (*Contract, error) 
 	}
 	if c.typ.Kind() != reflect.Struct {
 		return nil, &ConfigurationError{Tool: tool, Why: fmt.Sprintf("arguments are a JSON object, so the contract type must be a struct, not %s", c.typ)}
+	}
+	if c.pre != nil && c.preType != c.typ {
+		return nil, &ConfigurationError{Tool: tool, Why: fmt.Sprintf("its precondition takes %s, its arguments are %s", c.preType, c.typ)}
 	}
 	dec, err := strictjson.For(c.typ)
 	if err != nil {

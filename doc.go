@@ -90,6 +90,14 @@
 // argument, "2" for 2, or a plan too long is refused, never dropped, coerced
 // or truncated.
 //
+// The world has its say too: a tool may declare a [Precondition], a
+// read-only check of a step's arguments against current state under the
+// step's delegation (the item exists, the edge closes no cycle).
+// [Run.Authorize] runs it, so a plan proposed for a person is refused before
+// anyone applies it (precondition, in the tool's words), and the gate runs
+// it again just before the step acts: a world that changed meanwhile fails
+// the step, which does nothing.
+//
 // Then every step is cleared. Where an [AutonomyLadder] classifies the tool,
 // its grants decide: ACT within a ceiling, ESCALATE to the [ApprovalGate]
 // (also when no live grant covers the step), or REFUSE where a grant says

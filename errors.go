@@ -102,6 +102,10 @@ const (
 	// not in the outcome's type, or the type there does not fit the
 	// argument. Violations name the argument's path and the reference.
 	ReasonReference Reason = "reference"
+	// ReasonPrecondition: the world as it stands refuses a step (its tool's
+	// Precondition is unmet: the item it names does not exist, say); the
+	// violation says why in the tool's words.
+	ReasonPrecondition Reason = "precondition"
 	// ReasonReplan: the planner produced an invalid plan more times than
 	// MaxReplans allowed; the error wraps the last refusal.
 	ReasonReplan Reason = "replan"
@@ -110,6 +114,16 @@ const (
 // Error makes a Reason usable as an errors.Is target. It is the bare reason,
 // so a Reason prints the same whether formatted as an error or a string.
 func (r Reason) Error() string { return string(r) }
+
+// UnmetError is a Precondition that does not hold: Why says what stands in
+// the way, in the tool's own words, and is shown to whoever planned the
+// step. Write it without values from the arguments.
+type UnmetError struct{ Why string }
+
+func (e *UnmetError) Error() string { return "planexec: precondition unmet: " + e.Why }
+
+// Unmet returns an *UnmetError saying why, for a Precondition to return.
+func Unmet(why string) error { return &UnmetError{Why: why} }
 
 // Violation is one thing wrong with a plan or its arguments, at a JSON Pointer
 // (RFC 6901) path: into a step's arguments for ReasonArguments, into the plan

@@ -92,8 +92,11 @@ func (g *gate) pass(i int, rn *renewer, out *stepDone) (StepResult, error) {
 	if c.State != store.ClaimAcquired {
 		return res, err
 	}
-	if clr, err = g.clear(s, clr, c.Epoch); err != nil {
+	if clr, err = g.clear(i, s, clr); err != nil {
 		g.release(s, c.Epoch)
+		if se := (*StepError)(nil); errors.As(err, &se) {
+			return StepResult{Tool: s.step.Tool, Status: StepFailed, Err: se.Err}, err // its precondition refused it
+		}
 		return StepResult{}, err
 	}
 	if s.tool.client {
@@ -243,7 +246,7 @@ func (g *gate) release(s *vstep, epoch int64) {
 // arguments held references), the whole clearance; then its grant is
 // checked again and its amount spent against the grant's window, once per
 // key. The clearance it returns is the one the step acts under.
-func (g *gate) clear(s *vstep, clr clearance, epoch int64) (clearance, error) {
+func (g *gate) clear(i int, s *vstep, clr clearance) (clearance, error) {
 	d, ex := g.d, g.r.ex
 	id, tool := s.step.ID, s.step.Tool
 	// The clock is read only for what can expire.
@@ -255,6 +258,13 @@ func (g *gate) clear(s *vstep, clr clearance, epoch int64) (clearance, error) {
 		if err := ex.cfg.Authorizer.Authorize(g.ctx, *d, *s.step); err != nil {
 			g.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Detail: "not run: the delegation no longer covers it"})
 			return clr, &DelegationError{RunID: d.RunID, Step: id, Tool: tool, Why: "no longer authorized", Err: err}
+		}
+	}
+	if s.tool.contract.pre != nil {
+		// Before a person is asked or a grant spent: the world as it
+		// stands may refuse the step.
+		if err := g.r.precondition(g.ctx, g.v, i, s, d); err != nil {
+			return clr, g.unmet(s, err)
 		}
 	}
 	if clr.deferred {
@@ -277,6 +287,20 @@ func (g *gate) clear(s *vstep, clr clearance, epoch int64) (clearance, error) {
 		return clr, &AutonomyRefusedError{Step: id, Tool: tool, Class: clr.class, Tenant: d.Tenant, Why: refused.Error(), AtDispatch: true}
 	}
 	return clr, nil
+}
+
+// unmet records step s failed, not run, by its precondition (err, from
+// Run.precondition): unmet, or not checked.
+func (g *gate) unmet(s *vstep, err error) error {
+	id, tool := s.step.ID, s.step.Tool
+	detail := "not run: its precondition could not be checked"
+	var perr *PlanValidationError
+	if errors.As(err, &perr) {
+		detail = "not run: " + firstViolation(perr)
+	}
+	g.ev(Event{Kind: EventStepFailed, StepID: id, Tool: tool, Reason: ReasonPrecondition, Detail: detail})
+	failed := StepResult{Tool: tool, Status: StepFailed, Err: err}
+	return errors.Join(&StepError{Step: id, Tool: tool, Err: err}, g.saveStep(id, failed, clearance{}, detail))
 }
 
 // clearNow clears a step whose clearance was left for when it is about to

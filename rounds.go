@@ -432,6 +432,9 @@ func bounded(outcome json.RawMessage) (json.RawMessage, string, bool) {
 // arguments broke it, else that the tool failed.
 func accountOf(err error) string {
 	var perr *PlanValidationError
+	if errors.As(err, &perr) && perr.Reason == ReasonPrecondition {
+		return "not run: its precondition is unmet: " + perr.Violations[0].Why
+	}
 	if errors.As(err, &perr) {
 		vs := make([]string, 0, 3)
 		for _, v := range perr.Violations[:min(3, len(perr.Violations))] {

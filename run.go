@@ -224,27 +224,75 @@ func (r *Run) Validate(plan Plan) error {
 }
 
 // Authorize asks for each step of plan what is asked just before the step
-// runs: whether the run's delegation has expired, and Config.Authorizer.
-// With Validate, it tells whether a plan would be let run now, before
-// anything runs or is stored (a plan proposed for a person to apply, say).
-// A step not covered is a *DelegationError naming it, wrapping the
-// authorizer's error.
+// runs: whether the run's delegation has expired, Config.Authorizer, and
+// the step's tool's Precondition (for a step whose arguments hold no
+// references). With Validate, it tells whether a plan would be let run
+// now, before anything runs or is stored (a plan proposed for a person to
+// apply, say). A step not covered is a *DelegationError naming it,
+// wrapping the authorizer's error; a precondition unmet is a
+// *PlanValidationError with ReasonPrecondition; a plan Validate refuses is
+// refused so.
 func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 	d := &r.d
 	if d.expired(r.ex.now()) {
 		return &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
 	}
-	if r.ex.cfg.Authorizer == nil {
+	names := max(r.ex.cfg.Limits.MaxIDLength, 64)
+	if r.ex.cfg.Authorizer != nil {
+		for i := range plan.Steps {
+			s := &plan.Steps[i]
+			if err := r.ex.cfg.Authorizer.Authorize(ctx, *d, *s); err != nil {
+				return &DelegationError{RunID: d.RunID, Step: clip(s.ID, names), Tool: clip(s.Tool, names), Why: "not authorized", Err: err}
+			}
+		}
+	}
+	if !r.hasPreconditions() {
 		return nil
 	}
-	names := max(r.ex.cfg.Limits.MaxIDLength, 64)
-	for i := range plan.Steps {
-		s := &plan.Steps[i]
-		if err := r.ex.cfg.Authorizer.Authorize(ctx, *d, *s); err != nil {
-			return &DelegationError{RunID: d.RunID, Step: clip(s.ID, names), Tool: clip(s.Tool, names), Why: "not authorized", Err: err}
+	v, perr := r.validate(&plan, nil, nil, d)
+	if perr != nil {
+		return perr
+	}
+	for _, i := range v.order {
+		if s := &v.steps[i]; s.refs == nil {
+			if err := r.precondition(ctx, v, i, s, d); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// hasPreconditions reports whether a tool of the run declares one.
+func (r *Run) hasPreconditions() bool {
+	for _, t := range r.ex.tools {
+		if t.contract.pre != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// precondition runs the Precondition of step i of v, s as it is about to
+// run, under d: nil when it holds or the tool has none, a
+// *PlanValidationError with ReasonPrecondition when it is unmet, and the
+// check's own error, wrapped, when it could not be checked.
+func (r *Run) precondition(ctx context.Context, v *vplan, i int, s *vstep, d *Delegation) error {
+	pre := s.tool.contract.pre
+	if pre == nil {
+		return nil
+	}
+	err := pre(ctx, *d, s.args.value)
+	var unmet *UnmetError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &unmet):
+		return &PlanValidationError{Reason: ReasonPrecondition, Step: s.step.ID, Tool: s.step.Tool,
+			Violations: []Violation{{Path: fmt.Sprintf("/steps/%d", i), Why: unmet.Why}},
+			RunID:      d.RunID, Tenant: d.Tenant, PlanID: v.plan.ID, Revision: v.plan.Revision}
+	}
+	return fmt.Errorf("planexec: checking the precondition of step %s (tool %s): %w", quote(s.step.ID), quote(s.step.Tool), err)
 }
 
 // Execute validates plan, clears every step that needs a person or a grant,
