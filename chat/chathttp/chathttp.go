@@ -6,12 +6,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/chat"
+	"github.com/planexec/planexec/internal/strictjson"
 	"github.com/planexec/planexec/store"
 )
 
@@ -23,6 +27,9 @@ const (
 	// without a limit gets; MaxTranscriptLimit is the most one may ask for.
 	DefaultTranscriptLimit = 100
 	MaxTranscriptLimit     = 1000
+	DefaultMaxStreams      = 1000
+	// DefaultMaxStreamsPerPerson is a few browser tabs each.
+	DefaultMaxStreamsPerPerson = 16
 )
 
 // Config shapes the handler. Authenticate is required.
@@ -40,6 +47,21 @@ type Config struct {
 	// that proxies and load balancers keep it open. Default:
 	// DefaultHeartbeat (15s).
 	Heartbeat time.Duration
+	// CrossOrigin refuses what a browser sends from a page of another
+	// origin to change something (any method but GET, HEAD and OPTIONS):
+	// 403 cross_origin, before Authenticate is asked. A service whose page
+	// is on another origin trusts it with AddTrustedOrigin. Clients that are
+	// not browsers send neither Origin nor Sec-Fetch-Site and are not
+	// affected. Default: http.NewCrossOriginProtection(), trusting no other
+	// origin.
+	CrossOrigin *http.CrossOriginProtection
+	// MaxStreams bounds the event streams open at once; past it, a request
+	// for one is 503 server_busy. Default: DefaultMaxStreams (1,000).
+	MaxStreams int
+	// MaxStreamsPerPerson bounds those of one person (tenant and user,
+	// whatever agent acts for them); past it, 429 too_many_streams. Default:
+	// DefaultMaxStreamsPerPerson (16).
+	MaxStreamsPerPerson int
 	// Logger gets what must not reach a client: a store's failure, an
 	// unexpected error. Default: slog.Default().
 	Logger *slog.Logger
@@ -47,9 +69,10 @@ type Config struct {
 
 // handler serves one Chat.
 type handler struct {
-	chat *chat.Chat
-	cfg  Config
-	mux  *http.ServeMux
+	chat    *chat.Chat
+	cfg     Config
+	mux     *http.ServeMux
+	streams streams
 }
 
 // New returns the HTTP API over c (see the package documentation for its
@@ -69,10 +92,19 @@ func New(c *chat.Chat, cfg Config) http.Handler {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
+	if cfg.CrossOrigin == nil {
+		cfg.CrossOrigin = http.NewCrossOriginProtection()
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.MaxStreamsPerPerson <= 0 {
+		cfg.MaxStreamsPerPerson = DefaultMaxStreamsPerPerson
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &handler{chat: c, cfg: cfg, mux: http.NewServeMux()}
+	h := &handler{chat: c, cfg: cfg, mux: http.NewServeMux(), streams: streams{of: map[personKey]int{}}}
 	h.mux.HandleFunc("POST /sessions", h.authed(h.create))
 	h.mux.HandleFunc("GET /sessions/{id}", h.authed(h.session))
 	h.mux.HandleFunc("POST /sessions/{id}/messages", h.authed(h.send))
@@ -87,9 +119,14 @@ func New(c *chat.Chat, cfg Config) http.Handler {
 	return h.mux
 }
 
-// authed authenticates a request before serving it.
+// authed refuses a cross-origin request that would change something, and
+// authenticates the rest before serving them.
 func (h *handler) authed(serve func(http.ResponseWriter, *http.Request, planexec.Delegation)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if h.cfg.CrossOrigin.Check(r) != nil {
+			writeProblem(w, problemCrossOrigin)
+			return
+		}
 		person, err := h.cfg.Authenticate(r)
 		if err != nil || person.Tenant == "" || person.User == "" {
 			if err != nil {
@@ -104,10 +141,10 @@ func (h *handler) authed(serve func(http.ResponseWriter, *http.Request, planexec
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
 	var body struct {
-		ID    string `json:"id"`
-		Skill string `json:"skill"`
+		ID    string `json:"id,omitempty"`
+		Skill string `json:"skill,omitempty"`
 	}
-	if !h.decode(w, r, &body) {
+	if !h.decode(w, r, &body, problemNotUTF8) {
 		return
 	}
 	s, err := h.chat.Create(r.Context(), person, chat.SessionOptions{ID: body.ID, Skill: body.Skill})
@@ -129,16 +166,15 @@ func (h *handler) session(w http.ResponseWriter, r *http.Request, person planexe
 
 func (h *handler) send(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
 	var body struct {
-		Text *string `json:"text"`
+		Text string `json:"text"`
 	}
-	if !h.decode(w, r, &body) {
+	// A message that is not UTF-8 is refused as the chat refuses it, not
+	// mended: JSON decoding would put U+FFFD in its place.
+	notUTF8 := problem{http.StatusBadRequest, "invalid_message", "The message cannot be sent: it is not valid UTF-8."}
+	if !h.decode(w, r, &body, notUTF8) {
 		return
 	}
-	if body.Text == nil {
-		writeProblem(w, problem{http.StatusBadRequest, "invalid_request", `The request body must be {"text": "..."}.`})
-		return
-	}
-	sent, err := h.chat.Send(r.Context(), person, r.PathValue("id"), *body.Text)
+	sent, err := h.chat.Send(r.Context(), person, r.PathValue("id"), body.Text)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -148,7 +184,7 @@ func (h *handler) send(w http.ResponseWriter, r *http.Request, person planexec.D
 
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
 	var body struct{}
-	if !h.decode(w, r, &body) {
+	if !h.decode(w, r, &body, problemNotUTF8) {
 		return
 	}
 	running, err := h.chat.Cancel(r.Context(), person, r.PathValue("id"))
@@ -211,9 +247,9 @@ type approval struct {
 
 func (h *handler) apply(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
 	var body struct {
-		Steps []string `json:"steps"`
+		Steps []string `json:"steps,omitempty"`
 	}
-	if !h.decode(w, r, &body) {
+	if !h.decode(w, r, &body, problemNotUTF8) {
 		return
 	}
 	res, err := h.chat.Apply(r.Context(), person, r.PathValue("id"), r.PathValue("proposal"), body.Steps)
@@ -270,9 +306,9 @@ func outcomes(res *planexec.Result) map[string]stepOutcome {
 
 func (h *handler) reject(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
 	var body struct {
-		Reason string `json:"reason"`
+		Reason string `json:"reason,omitempty"`
 	}
-	if !h.decode(w, r, &body) {
+	if !h.decode(w, r, &body, problemNotUTF8) {
 		return
 	}
 	if err := h.chat.Reject(r.Context(), person, r.PathValue("id"), r.PathValue("proposal"), body.Reason); err != nil {
@@ -282,10 +318,16 @@ func (h *handler) reject(w http.ResponseWriter, r *http.Request, person planexec
 	writeJSON(w, http.StatusOK, map[string]bool{"rejected": true})
 }
 
-// decode reads r's body into v: one JSON object and nothing after it, no
-// member v does not have. An empty body leaves v as it is. It reports
-// whether it did; if not, it answered.
-func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+// decode reads r's body into v, a pointer to a struct: one JSON object of
+// type application/json, with no member v does not have and every member
+// its tags do not say is optional, strings of valid UTF-8 (a string that is
+// not is answered notUTF8), and nothing after it. An empty body is {}. It
+// reports whether it did; if not, it answered.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any, notUTF8 problem) bool {
+	if r.ContentLength > 0 && !isJSON(r.Header.Get("Content-Type")) {
+		writeProblem(w, problemMediaType)
+		return false
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		writeProblem(w, problem{http.StatusRequestEntityTooLarge, "too_large", "The request body is larger than " + strconv.FormatInt(h.cfg.MaxBodyBytes, 10) + " bytes."})
@@ -295,22 +337,43 @@ func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeProblem(w, problem{http.StatusBadRequest, "invalid_request", "The request body could not be read."})
 		return false
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return true
+	if len(body) > 0 && !isJSON(r.Header.Get("Content-Type")) {
+		writeProblem(w, problemMediaType) // a body of unknown length
+		return false
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err = dec.Decode(v)
-	if err == nil {
-		if _, terr := dec.Token(); terr != io.EOF {
-			err = errors.New("more than one JSON value")
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec, err := strictjson.For(reflect.TypeOf(v).Elem())
+	if err != nil {
+		panic("chathttp: a body type cannot be decoded strictly: " + err.Error())
+	}
+	violations := dec.Decode(body, v, strictjson.Limits{MaxBytes: len(body)})
+	for _, vi := range violations {
+		if vi.Problem == "invalid UTF-8" {
+			writeProblem(w, notUTF8)
+			return false
 		}
 	}
-	if err != nil {
-		writeProblem(w, problem{http.StatusBadRequest, "invalid_request", "The request body must be one JSON object with only the members this route takes, of their types."})
+	if len(violations) > 0 {
+		// A violation names a member and what is wrong with it, never a
+		// value: the client's own key, cut and cleaned, at most.
+		writeProblem(w, problem{http.StatusBadRequest, "invalid_request",
+			"The request body must be one JSON object with only the members this route takes, of their types: " + violations[0].String() + "."})
 		return false
 	}
 	return true
+}
+
+// isJSON reports whether a Content-Type is JSON in UTF-8, the only
+// encoding JSON has (RFC 8259).
+func isJSON(contentType string) bool {
+	t, params, err := mime.ParseMediaType(contentType)
+	if err != nil || t != "application/json" {
+		return false
+	}
+	charset, ok := params["charset"]
+	return !ok || strings.EqualFold(charset, "utf-8")
 }
 
 // number parses a query parameter that is a count or a seq; def when it is
@@ -333,6 +396,9 @@ var (
 	problemUnauthenticated = problem{http.StatusUnauthorized, "unauthenticated", "The request is not authenticated."}
 	problemNotFound        = problem{http.StatusNotFound, "not_found", "There is nothing at this method and path."}
 	problemInternal        = problem{http.StatusInternalServerError, "internal", "The request could not be served. Try again later."}
+	problemCrossOrigin     = problem{http.StatusForbidden, "cross_origin", "A request from a page of another origin may not change anything here."}
+	problemMediaType       = problem{http.StatusUnsupportedMediaType, "unsupported_media_type", "A request body must be JSON, sent as Content-Type: application/json."}
+	problemNotUTF8         = problem{http.StatusBadRequest, "invalid_request", "The request body is not valid UTF-8."}
 )
 
 // fail answers err. What the chat says in its own fixed words a client may

@@ -65,6 +65,10 @@ type options struct {
 	watchLag  int
 	maxBody   int64
 	store     func(store.TranscriptStore) store.TranscriptStore
+	// config changes the handler's configuration; server, the HTTP
+	// server's, before it starts.
+	config func(*chathttp.Config)
+	server func(*http.Server)
 }
 
 func newFixture(t *testing.T, o options) *fixture {
@@ -113,8 +117,15 @@ func newFixture(t *testing.T, o options) *fixture {
 		t.Fatal(err)
 	}
 	f.chat = c
-	h := chathttp.New(c, chathttp.Config{Authenticate: authenticate, Heartbeat: o.heartbeat, MaxBodyBytes: o.maxBody, Logger: logger})
-	srv := httptest.NewServer(h)
+	cfg := chathttp.Config{Authenticate: authenticate, Heartbeat: o.heartbeat, MaxBodyBytes: o.maxBody, Logger: logger}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	srv := httptest.NewUnstartedServer(chathttp.New(c, cfg))
+	if o.server != nil {
+		o.server(srv.Config)
+	}
+	srv.Start()
 	f.url = srv.URL
 	t.Cleanup(func() {
 		select {
@@ -133,8 +144,8 @@ func newFixture(t *testing.T, o options) *fixture {
 	return f
 }
 
-// authenticate is the test's people: ana may use every tool, ben only the
-// reads; "bot" is an agent acting for ana.
+// authenticate is the test's people: ana may use every tool, ben and dan
+// only the reads; "bot" is an agent acting for ana.
 func authenticate(r *http.Request) (planexec.Delegation, error) {
 	switch r.Header.Get("X-Person") {
 	case "ana":
@@ -143,6 +154,8 @@ func authenticate(r *http.Request) (planexec.Delegation, error) {
 		return planexec.Delegation{Tenant: "acme", User: "ben", Scope: []string{"list_items", "wait"}}, nil
 	case "bot":
 		return planexec.Delegation{Tenant: "acme", User: "ana", Agent: "bot"}, nil
+	case "dan":
+		return planexec.Delegation{Tenant: "acme", User: "dan", Scope: []string{"list_items", "wait"}}, nil
 	}
 	return planexec.Delegation{}, errors.New("no such person: token 8f2a")
 }
@@ -191,8 +204,19 @@ func planner() llm.Model {
 }
 
 // do makes a request as person (none when ""), with body as JSON unless it
-// is a string, and returns the status and the body.
+// is a string, and returns the status and the body. A request with a body
+// says it is application/json.
 func (f *fixture) do(person, method, path string, body any) (int, []byte) {
+	f.t.Helper()
+	var h http.Header
+	if body != nil {
+		h = http.Header{"Content-Type": {"application/json"}}
+	}
+	return f.doWith(person, method, path, body, h)
+}
+
+// doWith is do with the request's headers given.
+func (f *fixture) doWith(person, method, path string, body any, header http.Header) (int, []byte) {
 	f.t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -209,6 +233,9 @@ func (f *fixture) do(person, method, path string, body any) (int, []byte) {
 	req, err := http.NewRequest(method, f.url+path, r)
 	if err != nil {
 		f.t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	if person != "" {
 		req.Header.Set("X-Person", person)
@@ -286,12 +313,23 @@ type stream struct {
 // ("Last-Event-ID", say) and the query.
 func (f *fixture) events(session, query string, header ...string) *stream {
 	f.t.Helper()
+	status, body, s := f.eventsAs("ana", session, query, header...)
+	if status != http.StatusOK {
+		f.t.Fatalf("events: %d %s", status, body)
+	}
+	return s
+}
+
+// eventsAs opens the session's event stream as person: the status, and the
+// stream when it is 200 (closed when the test ends), else the body.
+func (f *fixture) eventsAs(person, session, query string, header ...string) (int, []byte, *stream) {
+	f.t.Helper()
 	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
 	req, err := http.NewRequestWithContext(ctx, "GET", f.url+"/sessions/"+session+"/events"+query, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	req.Header.Set("X-Person", "ana")
+	req.Header.Set("X-Person", person)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -299,12 +337,18 @@ func (f *fixture) events(session, query string, header ...string) *stream {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		f.t.Fatalf("events: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		stop()
+		return resp.StatusCode, body, nil
+	}
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		f.t.Fatalf("events: %s", resp.Header.Get("Content-Type"))
 	}
 	s := &stream{t: f.t, resp: resp, lines: bufio.NewReader(resp.Body), stop: stop}
 	f.t.Cleanup(s.close)
-	return s
+	return http.StatusOK, nil, s
 }
 
 func (s *stream) close() {

@@ -24,16 +24,33 @@
 // person and the tenant; a tenant sees only its own sessions. A message
 // starts a turn that runs on after the 202: follow it on the event stream.
 // A message sent while a turn runs is 409; cancel the turn or wait for its
-// done. Request bodies are one JSON object, decoded strictly: an unknown
-// member is 400, a body past Config.MaxBodyBytes is 413.
+// done. Request bodies are one JSON object sent as application/json,
+// decoded strictly: another Content-Type is 415, an unknown member or a
+// string that is not valid UTF-8 is 400 (never mended into U+FFFD), a body
+// past Config.MaxBodyBytes is 413.
+//
+// # Browsers
+//
+// A page of another origin cannot change anything through the API, whatever
+// cookie its browser holds: a POST a browser marks as cross-origin
+// (Sec-Fetch-Site, or an Origin of another host) is 403 (Config.CrossOrigin
+// says which other origins to trust), and the forms and text/plain
+// requests a page may send without asking are 415. Reads are answered; a
+// browser keeps their answers from a page of another origin. A service
+// that logs browsers in with a cookie makes it HttpOnly and SameSite.
+//
+// At most Config.MaxStreams event streams are open at once (past it, 503),
+// and at most Config.MaxStreamsPerPerson of one person (past it, 429).
 //
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, in fixed
 // words: what a store, a model or a tool said goes to Config.Logger, never
 // to the client. The codes: unauthenticated (401), invalid_request,
-// invalid_message, invalid_session_id, no_step (400), not_a_person, forbidden (403),
-// no_session, no_proposal, not_found (404), turn_busy, session_exists,
-// decided, applying (409), too_large (413), apply_refused (422, with the engine's
-// reason), closed (503), internal (500).
+// invalid_message, invalid_session_id, no_step (400), not_a_person,
+// forbidden, cross_origin (403), no_session, no_proposal, not_found (404),
+// turn_busy, session_exists, decided, applying (409), too_large (413),
+// unsupported_media_type (415), apply_refused (422, with the engine's
+// reason), too_many_streams (429), closed, server_busy (503), internal
+// (500).
 //
 // # Applying a proposal
 //

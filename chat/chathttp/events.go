@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/planexec/planexec"
@@ -37,6 +39,15 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request, person planexec
 		h.fail(w, r, err)
 		return
 	}
+	who := personKey{person.Tenant, person.User}
+	if p, ok := h.streams.take(who, h.cfg.MaxStreams, h.cfg.MaxStreamsPerPerson); !ok {
+		if p.status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "10")
+		}
+		writeProblem(w, p)
+		return
+	}
+	defer h.streams.give(who)
 	rc := http.NewResponseController(w)
 	hd := w.Header()
 	hd.Set("Content-Type", "text/event-stream")
@@ -137,4 +148,40 @@ func writeEvent(w http.ResponseWriter, out chat.Output) error {
 		_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", out.Seq, out.Kind, data)
 	}
 	return err
+}
+
+// personKey is whose streams are counted together.
+type personKey struct{ tenant, user string }
+
+// streams counts the event streams open, in all and by person.
+type streams struct {
+	mu   sync.Mutex
+	open int
+	of   map[personKey]int
+}
+
+// take takes a place for a stream of k, and reports whether there was one:
+// if not, the problem to answer.
+func (s *streams) take(k personKey, max, perPerson int) (problem, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.of[k] >= perPerson:
+		return problem{http.StatusTooManyRequests, "too_many_streams", "This person has " + strconv.Itoa(perPerson) + " event streams open, the most one may. Close one (another tab?) first."}, false
+	case s.open >= max:
+		return problem{http.StatusServiceUnavailable, "server_busy", "The service has as many event streams open as it may. Try again later."}, false
+	}
+	s.open++
+	s.of[k]++
+	return problem{}, true
+}
+
+// give gives back a place take took.
+func (s *streams) give(k personKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	if s.of[k]--; s.of[k] == 0 {
+		delete(s.of, k)
+	}
 }

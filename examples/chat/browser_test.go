@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -32,6 +33,85 @@ func browser(t *testing.T) string {
 	return ""
 }
 
+// service is the example's service on a loopback port, served as run
+// serves it, with known tokens.
+type service struct {
+	*server
+	url    string
+	tokens map[string]string
+}
+
+// startService starts the service over items, its handler wrapped in
+// wrap; it stops when the test ends.
+func startService(t *testing.T, items *tracker, wrap ...func(http.Handler) http.Handler) *service {
+	t.Helper()
+	tokens := map[string]string{"ana": "ana-token-0123456789", "ben": "ben-token-0123456789"}
+	ts := httptest.NewUnstartedServer(nil)
+	srv, err := newServer(scriptedModel(), items, options{tokens: tokens, hosts: hostsOf(ts.Listener.Addr(), nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h http.Handler = srv
+	for _, w := range wrap {
+		h = w(h)
+	}
+	base, endRequests := context.WithCancel(context.Background())
+	ts.Config = httpServer(h, base)
+	ts.Start()
+	t.Cleanup(func() {
+		endRequests()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		ts.Close()
+	})
+	return &service{server: srv, url: ts.URL, tokens: tokens}
+}
+
+// signIn signs the browser in as person with a one-time link, and waits
+// for the page to be ready to send.
+func (s *service) signIn(person string) chromedp.Action[chromedp.Void] {
+	return chromedp.Steps(
+		chromedp.Navigate(s.url+"/signin?code="+s.access.link(person)),
+		chromedp.Click(chromedp.CSS(`#signin`)),
+		chromedp.WaitEnabled(chromedp.CSS(`#send`)),
+	)
+}
+
+// openBrowser starts headless Chromium at exe with one page, for at most
+// 20 seconds; it stops when the test ends, before the servers the test
+// started close (the page's event stream ends with the browser). threw
+// returns what the page's scripts threw so far.
+func openBrowser(t *testing.T, exe string) (page context.Context, threw func() []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, stopAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	var mu sync.Mutex
+	var thrown []string
+	page, stopPage := chromedp.NewContext(alloc, chromedp.WithListener(func(ev any) {
+		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
+			mu.Lock()
+			defer mu.Unlock()
+			d := e.ExceptionDetails
+			if d.Exception != nil && d.Exception.Description != "" {
+				thrown = append(thrown, d.Exception.Description)
+			} else {
+				thrown = append(thrown, d.Text)
+			}
+		}
+	}))
+	t.Cleanup(func() { stopPage(); stopAlloc(); cancel() })
+	return page, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(thrown)
+	}
+}
+
 // TestAPersonAppliesAProposalInThePage: in a real browser, ana asks for two
 // items; the page shows the planner's tool calls as they happen and its
 // proposal as a card; she applies one step of it, then the rest, the page
@@ -40,47 +120,14 @@ func browser(t *testing.T) string {
 func TestAPersonAppliesAProposalInThePage(t *testing.T) {
 	exe := browser(t)
 	items := newTracker()
-	srv, err := newServer(scriptedModel(), items)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		ts.Close()
-	})
+	svc := startService(t, items)
+	page, threw := openBrowser(t, exe)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))
-	alloc, stopAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer stopAlloc()
-	var mu sync.Mutex
-	var thrown []string // what the page's script threw
-	page, stopPage := chromedp.NewContext(alloc, chromedp.WithListener(func(ev any) {
-		if e, ok := ev.(*runtime.EventExceptionThrown); ok {
-			mu.Lock()
-			d := e.ExceptionDetails
-			if d.Exception != nil && d.Exception.Description != "" {
-				thrown = append(thrown, d.Exception.Description)
-			} else {
-				thrown = append(thrown, d.Text)
-			}
-			mu.Unlock()
-		}
-	}))
-	defer stopPage() // before the server closes: the page's event stream ends with the browser
-
-	// The page as a person uses it: ask, wait for the proposal, apply it,
-	// and wait for the steps' results, which come on the event stream.
-	err = chromedp.Do(page,
-		chromedp.Navigate(ts.URL),
-		chromedp.WaitEnabled(chromedp.CSS(`#send`)),
+	// The page as a person uses it: sign in, ask, wait for the proposal,
+	// apply it, and wait for the steps' results, which come on the event
+	// stream.
+	err := chromedp.Do(page,
+		svc.signIn("ana"),
 		chromedp.SendKeys(chromedp.CSS(`#message`), "plan items for design review and launch checklist"),
 		chromedp.Click(chromedp.CSS(`#send`)),
 		chromedp.WaitVisible(chromedp.CSS(`.proposal button.apply`)),
@@ -139,9 +186,7 @@ func TestAPersonAppliesAProposalInThePage(t *testing.T) {
 	if err == nil {
 		tracker, err = chromedp.Run(page, chromedp.Text(chromedp.CSS(`#items`)))
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(thrown) > 0 {
+	if thrown := threw(); len(thrown) > 0 {
 		t.Errorf("the page threw: %q", thrown)
 	}
 	if err != nil {

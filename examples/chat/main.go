@@ -3,19 +3,28 @@
 // changes it only by proposing a plan that a person applies, in whole or in
 // part, or rejects.
 //
-//	go run ./examples/chat                         # http://127.0.0.1:8081/
+//	go run ./examples/chat                           # http://127.0.0.1:8081/, sign-in links printed
 //	go run ./examples/chat -addr 127.0.0.1:9000
-//	go run ./examples/chat -model openai:MODEL     # with OPENAI_API_KEY (and OPENAI_BASE_URL)
-//	go run ./examples/chat -model anthropic:MODEL  # with ANTHROPIC_API_KEY
+//	go run ./examples/chat -tokens tokens.txt        # person=token lines
+//	go run ./examples/chat -addr :8081 -host chat.example.com
+//	go run ./examples/chat -model openai:MODEL       # with OPENAI_API_KEY (and OPENAI_BASE_URL)
+//	go run ./examples/chat -model anthropic:MODEL    # with ANTHROPIC_API_KEY
 //
 // The tools: list_items and get_item read (permission tracker.read), and the
 // planner calls them itself; create_item, update_item and add_dependency
 // write (tracker.write), and run only in a plan a person applied. Two people
-// share the tracker: ana may read and write, ben may only read; the page
-// sends the one chosen as the X-Person header, and each is a delegation
-// whose scope lists the tools their permissions allow. Asked by ben, the
-// planner can read but not propose; a plan ana's planner proposed, ben
-// cannot apply.
+// share the tracker: ana may read and write, ben may only read; each is a
+// delegation whose scope lists the tools their permissions allow. Asked by
+// ben, the planner can read but not propose; a plan ana's planner proposed,
+// ben cannot apply.
+//
+// Each person has a token: from the -tokens file, or made at start and
+// printed. A client that is no browser sends it (Authorization: Bearer). A
+// browser signs in once, with a one-time link printed at start or with the
+// token, and gets a cookie (HttpOnly, SameSite=Strict) in exchange. The
+// service answers only to its own host names (the listen address, and
+// -host), refuses what a page of another origin sends to change anything,
+// and bounds what a client may hold: see httpServer and chathttp.Config.
 //
 // The page is the HTTP API of package chat/chathttp under /api, and a
 // transcript that follows the session's event stream (Server-Sent Events):
@@ -31,29 +40,20 @@ package main
 
 import (
 	"context"
-	_ "embed"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"net"
-	"net/http"
+	"os"
 	"os/signal"
-	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/planexec/planexec"
-	"github.com/planexec/planexec/chat"
-	"github.com/planexec/planexec/chat/chathttp"
 	"github.com/planexec/planexec/examples/internal/trip"
-	"github.com/planexec/planexec/llm"
-	"github.com/planexec/planexec/store/memory"
 )
-
-//go:embed page.html
-var page []byte
 
 // tenant is the demo's one team: ana and ben share its sessions and
 // tracker.
@@ -65,10 +65,12 @@ const instructions = `This is a team's issue tracker. Items have ids like T-1, a
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8081", "address to listen on")
 	spec := flag.String("model", "", "talk with openai:MODEL (OPENAI_API_KEY, OPENAI_BASE_URL) or anthropic:MODEL (ANTHROPIC_API_KEY); default: the scripted model")
+	tokensFile := flag.String("tokens", "", "a file of person=token lines, the people's tokens; default: made at start and printed")
+	hosts := flag.String("host", "", "more host names clients use (comma-separated, name or name:port), besides the listen address")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, *addr, *spec)
+	err := run(ctx, *addr, *spec, *tokensFile, *hosts)
 	if errors.Is(err, trip.ErrNeedsProviders) {
 		err = withProviders(ctx)
 	}
@@ -79,27 +81,53 @@ func main() {
 }
 
 // run serves the page and its API on addr until ctx ends.
-func run(ctx context.Context, addr, spec string) error {
+func run(ctx context.Context, addr, spec, tokensFile, hosts string) error {
 	model, err := chooseModel(spec, func(line string) { log.Print(line) })
 	if err != nil {
 		return err
 	}
-	srv, err := newServer(model, newTracker())
-	if err != nil {
-		return err
+	tokens, made := newTokens(), true
+	if tokensFile != "" {
+		if tokens, err = tokensIn(tokensFile); err != nil {
+			return err
+		}
+		made = false
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("chat with the planner on http://%s/\n", ln.Addr())
+	var extra []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			extra = append(extra, h)
+		}
+	}
+	srv, err := newServer(model, newTracker(), options{tokens: tokens, hosts: hostsOf(ln.Addr(), extra)})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		base = "http://" + net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
+	}
+	fmt.Printf("chat with the planner on %s/\n", base)
+	for _, person := range srv.access.persons() {
+		fmt.Printf("sign in as %s (one time, within %v): %s/signin?code=%s\n", person, linkLife, base, srv.access.link(person))
+	}
+	if made {
+		fmt.Println("tokens made for this run (Authorization: Bearer TOKEN, or the sign-in page):")
+		for _, person := range srv.access.persons() {
+			fmt.Printf("  %s=%s\n", person, tokens[person])
+		}
+	}
 
 	// Event streams never go idle: ending the requests' context ends them,
 	// so that shutdown need not wait for the browsers to leave.
 	reqs, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return reqs }}
+	hs := httpServer(srv, reqs)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
@@ -111,66 +139,20 @@ func run(ctx context.Context, addr, spec string) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = hs.Shutdown(sctx)
+	<-served
 	return srv.Close(sctx)
 }
 
-// server is the page, the chat's API under /api, and the tracker's items
-// under /items.
-type server struct {
-	http.Handler
-	chat *chat.Chat
-}
-
-// newServer builds the service over items, talking with model: one store
-// in memory for the sessions and the applied plans, the read tools for the
-// planner, and an engine holding every tool for the plans people apply.
-func newServer(model llm.Model, items *tracker) (*server, error) {
-	st := memory.New()
-	reads := items.reads()
-	engine, err := planexec.NewExecutor(planexec.Config{Tools: slices.Concat(reads, items.writes()), Store: st})
+// tokensIn reads the people's tokens from the file at path.
+func tokensIn(path string) (map[string]string, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	c, err := chat.New(chat.Config{Model: model, Store: st, Reads: reads, Engine: engine, Instructions: instructions})
+	defer f.Close()
+	tokens, err := readTokens(f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/api/", http.StripPrefix("/api", chathttp.New(c, chathttp.Config{Authenticate: authenticate})))
-	mux.HandleFunc("GET /items", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := authenticate(r); err != nil {
-			http.Error(w, "who are you?", http.StatusUnauthorized)
-			return
-		}
-		list, _ := items.list(r.Context(), ListItems{})
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(list)
-	})
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		h := w.Header()
-		h.Set("Content-Type", "text/html; charset=utf-8")
-		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
-		_, _ = w.Write(page)
-	})
-	return &server{Handler: mux, chat: c}, nil
+	return tokens, nil
 }
-
-// Close stops the turns under way and waits for them, or for ctx.
-func (s *server) Close(ctx context.Context) error { return s.chat.Close(ctx) }
-
-// authenticate names the person of a request: the X-Person header, or the
-// person parameter for the page's event stream (a browser's EventSource
-// cannot set headers; a real service would read its session cookie). This
-// demo takes the person's word for it.
-func authenticate(r *http.Request) (planexec.Delegation, error) {
-	who := r.Header.Get("X-Person")
-	if who == "" {
-		who = r.URL.Query().Get("person")
-	}
-	if _, ok := people[who]; !ok {
-		return planexec.Delegation{}, errUnknownPerson
-	}
-	return planexec.Delegation{Tenant: tenant, User: who, Scope: scope(who)}, nil
-}
-
-var errUnknownPerson = errors.New("no such person")
