@@ -308,3 +308,28 @@ func TestAPreconditionOfAnotherTypeThanTheArgumentsIsAConfigurationError(t *test
 		t.Fatalf("NewTool: %v, want a *ConfigurationError naming the tool", err)
 	}
 }
+
+func TestAuthorizeLeavesAStepThatActedToItsClaim(t *testing.T) {
+	ctx := context.Background()
+	b := newBoard()
+	runs := boardRuns(t, b, "run-1", "run-2")
+	plan := planexec.Plan{Goal: "g", Steps: []planexec.Step{step("s1", "create_item", itemArgs{ID: "c"})}}
+	if res, err := runs[0].Execute(ctx, plan); err != nil || !res.Complete {
+		t.Fatalf("Execute: %+v, %v", res, err)
+	}
+	// c exists now because s1 made it: the run that made it is not refused
+	// for it (applying more of a plan authorizes the whole plan again) ...
+	if err := runs[0].Authorize(ctx, plan); err != nil {
+		t.Errorf("Authorize by the run whose step made c: %v", err)
+	}
+	// ... another run is.
+	if err := runs[1].Authorize(ctx, plan); !errors.Is(err, planexec.ReasonPrecondition) {
+		t.Errorf("Authorize by another run: %v, want ReasonPrecondition", err)
+	}
+	if res, err := runs[0].Resume(ctx); err != nil || !res.Steps["s1"].Replayed {
+		t.Errorf("Resume: %+v, %v; want s1 replayed", res, err)
+	}
+	if !slices.Equal(b.did, []string{"create c"}) {
+		t.Errorf("effects = %v", b.did)
+	}
+}

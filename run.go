@@ -226,7 +226,8 @@ func (r *Run) Validate(plan Plan) error {
 // Authorize asks for each step of plan what is asked just before the step
 // runs: whether the run's delegation has expired, Config.Authorizer, and
 // the step's tool's Precondition (for a step whose arguments hold no
-// references). With Validate, it tells whether a plan would be let run
+// references, and whose key is free: a step of the run that acted, or may
+// have, is left to its claim). With Validate, it tells whether a plan would be let run
 // now, before anything runs or is stored (a plan proposed for a person to
 // apply, say). A step not covered is a *DelegationError naming it,
 // wrapping the authorizer's error; a precondition unmet is a
@@ -254,10 +255,23 @@ func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 		return perr
 	}
 	for _, i := range v.order {
-		if s := &v.steps[i]; s.refs == nil {
-			if err := r.precondition(ctx, v, i, s, d); err != nil {
-				return err
-			}
+		s := &v.steps[i]
+		if s.refs != nil || s.tool.contract.pre == nil {
+			continue
+		}
+		// A step of this run that acted already, or may have, is not
+		// checked: what it did may be why the world refuses it now, and
+		// its claim decides whether it runs.
+		c, err := r.ex.st.Claim(ctx, store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: s.step.ID, Tool: s.step.Tool,
+			PerTenant: s.tool.contract.perTenant, Peek: true})
+		if err != nil {
+			return fmt.Errorf("planexec: reading the claim of step %s: %w", quote(s.step.ID), err)
+		}
+		if c.State != store.ClaimFree {
+			continue
+		}
+		if err := r.precondition(ctx, v, i, s, d); err != nil {
+			return err
 		}
 	}
 	return nil

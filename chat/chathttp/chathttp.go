@@ -486,6 +486,9 @@ func applyRefusal(err error) string {
 		if pve.Step != "" {
 			msg += ": step " + strconv.Quote(pve.Step) + " (" + strconv.Quote(pve.Tool) + ")"
 		}
+		if pve.Reason == planexec.ReasonPrecondition && len(pve.Violations) > 0 {
+			msg += ": " + pve.Violations[0].Why // the tool's own words
+		}
 		return msg + ". Nothing ran."
 	}
 	if are, ok := errors.AsType[*planexec.AutonomyRefusedError](err); ok {

@@ -64,8 +64,9 @@
 // waits for a person's approval is 202, status "awaiting_approval", with
 // the approvals asked for (id, step, tool, why). A step the person's scope
 // does not cover is 403 forbidden; an engine that refuses the plan as it
-// stands now otherwise (a tool no longer registered, say) is 422
-// apply_refused. Either way nothing ran.
+// stands now otherwise (a tool no longer registered, a tool's
+// precondition unmet by the world as it stands, whose words the message
+// carries) is 422 apply_refused. Either way nothing ran.
 //
 // # The event stream
 //

@@ -189,10 +189,66 @@ func (t *tracker) reads() []*planexec.Tool {
 
 func (t *tracker) writes() []*planexec.Tool {
 	return []*planexec.Tool{
-		planexec.MustTool("create_item", "Create an open item. Returns it, with its new id.", t.create, planexec.KeyArguments("title")),
-		planexec.MustTool("update_item", "Change an item's title, status or assignee.", t.update),
-		planexec.MustTool("add_dependency", "Make an item wait for another.", t.depend),
+		planexec.MustTool("create_item", "Create an open item. Returns it, with its new id.", t.create, planexec.KeyArguments("title"),
+			planexec.Precondition(t.canCreate)),
+		planexec.MustTool("update_item", "Change an item's title, status or assignee.", t.update,
+			planexec.Precondition(t.canUpdate)),
+		planexec.MustTool("add_dependency", "Make an item wait for another.", t.depend,
+			planexec.Precondition(t.canDepend)),
 	}
+}
+
+// The writes' preconditions: what the tracker as it stands must allow, read
+// when a plan is proposed and applied, and just before each step acts.
+// Their words go to the planner, so they name no value it wrote.
+
+func (t *tracker) canCreate(_ context.Context, _ planexec.Delegation, n NewItem) error {
+	if _, taken := t.find(n.Title); taken {
+		return planexec.Unmet("an item with that title exists already")
+	}
+	return nil
+}
+
+func (t *tracker) canUpdate(_ context.Context, _ planexec.Delegation, c ItemChange) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.items[c.ID] == nil {
+		return planexec.Unmet("the item does not exist")
+	}
+	return nil
+}
+
+func (t *tracker) canDepend(_ context.Context, _ planexec.Delegation, d Dependency) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case t.items[d.Item] == nil || t.items[d.DependsOn] == nil:
+		return planexec.Unmet("an item it names does not exist")
+	case d.Item == d.DependsOn:
+		return planexec.Unmet("an item cannot wait for itself")
+	case t.waitsFor(d.DependsOn, d.Item):
+		return planexec.Unmet("the item it would wait for already waits for it: the dependency would close a cycle")
+	}
+	return nil
+}
+
+// waitsFor reports whether item from waits, directly or not, for item to.
+// Callers hold mu.
+func (t *tracker) waitsFor(from, to string) bool {
+	seen := map[string]bool{}
+	next := []string{from}
+	for len(next) > 0 {
+		id := next[len(next)-1]
+		next = next[:len(next)-1]
+		if id == to {
+			return true
+		}
+		if it := t.items[id]; it != nil && !seen[id] {
+			seen[id] = true
+			next = append(next, it.DependsOn...)
+		}
+	}
+	return false
 }
 
 // permissions says which permission each tool needs.
