@@ -147,8 +147,10 @@ func (g *gate) run(done map[string]store.StepRecord) (*Result, error) {
 		g.ev(Event{Kind: EventPlanCompleted, Detail: strconv.Itoa(len(v.steps)) + " steps"})
 	}
 	// In a run of rounds, a round whose steps ended goes back to the
-	// planner: what they did is stored with the run, which is planning.
-	if v.rounds != nil && continuable(err) && ctx.Err() == nil {
+	// planner: what they did is stored with the run, which is planning. So
+	// is one whose steps all finished as its context ended; one cut short
+	// by it is interrupted, and finished on resume.
+	if v.rounds != nil && continuable(err) && (ctx.Err() == nil || err == nil) {
 		return res, errors.Join(err, g.endRound(res, err, true))
 	}
 	// The final status is written even when ctx is done: it is the record of

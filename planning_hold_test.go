@@ -175,3 +175,32 @@ func TestADoWhosePlannerFailedLetsTheRunGoAtOnce(t *testing.T) {
 		t.Fatalf("the next Do: %+v, %v; want it to plan and answer", res, err)
 	}
 }
+
+func TestARoundWhoseStepsAllFinishedAsItsContextEndedIsLeftPlanning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := memory.New()
+	// The booking, the round's last step, finishes as its caller goes away.
+	r := &recorder{fail: func(tool string, _ any) error {
+		if tool == "book_flight" {
+			cancel()
+		}
+		return nil
+	}}
+	run, _ := newExecutor(t, r, withStore(st))
+	planner := newGatedPlanner(0, doTripJSON, doAnswerJSON)
+	if _, err := run.Do(ctx, planner, "get them to New York"); err == nil {
+		t.Fatal("Do whose context ended: no error")
+	}
+	info, err := run.Info(context.Background())
+	if err != nil || info.Status != planexec.RunPlanning {
+		t.Fatalf("the run after its round finished: %+v, %v; want planning, not %s", info, err, planexec.RunCompleted)
+	}
+	res, err := run.Do(context.Background(), planner, "get them to New York")
+	if err != nil || res.Answer != "Booked BA117." {
+		t.Fatalf("Do again: %+v, %v; want the planner's answer", res, err)
+	}
+	if n := callsOf(r, "book_flight"); n != 1 {
+		t.Errorf("book_flight ran %d times, want once", n)
+	}
+}

@@ -174,7 +174,7 @@ func (r *Run) goOn(ctx context.Context, planner Planner, rec *store.PlanRecord, 
 	// A round was under way: it is finished first.
 	res, err := r.resume(ctx, rec, d, plan, st)
 	if !continuable(err) || ctx.Err() != nil {
-		return res, err
+		return res, stopped(ctx, err)
 	}
 	return r.rounds(ctx, planner, st, plan.Round+1, res, d, true)
 }
@@ -242,10 +242,20 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		}
 		res, err := r.executePlan(ctx, plan, st, d, update)
 		if !continuable(err) || ctx.Err() != nil {
-			return res, err
+			return res, stopped(ctx, err)
 		}
 		last, update = res, true
 	}
+}
+
+// stopped is why a run of rounds stops after a round that ended in err:
+// err, or the context's end when the round's steps all finished as it
+// ended (the run is left planning, not answered).
+func stopped(ctx context.Context, err error) error {
+	if err == nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // hold takes the run for the call before its next round is planned, unless
