@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/internal/strictjson"
@@ -20,11 +21,12 @@ import (
 const maxFixes = 2
 
 // ask calls the model with the conversation and decodes its answer. An
-// answer out of form is told back to the model to fix, up to maxFixes times;
-// what it wrote then is on no record. Every call is metered, an answer that
+// answer out of form, or cut off at the model's length limit, is told back
+// to the model to fix, up to maxFixes times; what it wrote then is on no
+// record, and none of its calls runs. Every call is metered, an answer that
 // came with an error too.
 func (t *turn) ask() (*answerWire, *llm.Response, error) {
-	msgs := messages(t.doc.Summary, t.history)
+	msgs := messages(t.summary, t.history)
 	for fixes := 0; ; fixes++ {
 		ans, resp, err := t.askOnce(msgs)
 		var bad *malformedAnswer
@@ -33,7 +35,10 @@ func (t *turn) ask() (*answerWire, *llm.Response, error) {
 		}
 		if n := len(msgs); n > 0 && msgs[n-1].Role == llm.RoleUser {
 			// Roles alternate: the model's answer, then the note.
-			wrote := strings.ToValidUTF8(clipRunes(resp.Content, 2000), "\uFFFD")
+			var wrote string
+			if resp != nil {
+				wrote = strings.ToValidUTF8(clipRunes(resp.Content, 2000), "\uFFFD")
+			}
 			if strings.TrimSpace(wrote) == "" {
 				wrote = "(an answer with no text)"
 			}
@@ -48,6 +53,9 @@ func (t *turn) askOnce(msgs []llm.Message) (*answerWire, *llm.Response, error) {
 	if resp != nil {
 		t.meter(resp)
 	}
+	if cutOff(resp, err) {
+		return nil, resp, &malformedAnswer{cut: true}
+	}
 	if err != nil {
 		return nil, resp, err
 	}
@@ -59,11 +67,17 @@ func (t *turn) askOnce(msgs []llm.Message) (*answerWire, *llm.Response, error) {
 }
 
 // call runs one tool call of the planner and returns what goes on record:
-// its result, and a proposal when it proposed one.
+// its result, and a proposal when it proposed one. A result that holds what
+// the tool returned says it was read under the person's authority.
 func (t *turn) call(c *Call) []Output {
 	result := func(r *Result) []Output {
 		r.Call, r.Tool = c.ID, c.Tool
 		return []Output{{Kind: KindToolResult, Turn: t.number, Result: r}}
+	}
+	read := func(r *Result) []Output {
+		out := result(r)
+		out[0].Source = &Source{By: t.person.User, Steps: []Step{{ID: "call", Tool: c.Tool, Arguments: c.Arguments}}}
+		return out
 	}
 	if c.Tool == proposeTool && t.c.cfg.Engine != nil {
 		p, err := t.propose(c)
@@ -83,11 +97,34 @@ func (t *turn) call(c *Call) []Output {
 		return result(&Result{Status: CallFailed, Error: t.toolError(c, err)})
 	}
 	res, err := run.Execute(t.ctx, planexec.Plan{Goal: "read", Steps: []planexec.Step{{ID: "call", Tool: c.Tool, Arguments: c.Arguments}}})
-	if err != nil {
+	var own *ToolError
+	switch {
+	case errors.As(err, &own):
+		return read(&Result{Status: CallFailed, Error: t.toolError(c, err)}) // the tool's own words
+	case err != nil:
 		return result(&Result{Status: CallFailed, Error: t.toolError(c, err)})
 	}
 	out, truncated := cut(res.Steps["call"].Outcome, t.c.cfg.MaxResultBytes)
-	return result(&Result{Status: CallOK, Output: out, Truncated: truncated})
+	return read(&Result{Status: CallOK, Output: out, Truncated: truncated})
+}
+
+// bounded is a tool's *ToolError as the model is shown it and the transcript
+// keeps it: its message cut to limit bytes on a rune boundary, and marked.
+func bounded(te *ToolError, limit int) *ToolError {
+	return &ToolError{Code: clip(te.Code), Message: cutText(te.Message, limit)}
+}
+
+// cutText cuts s to at most limit bytes, on a rune boundary, marked as cut.
+func cutText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	const mark = "… (truncated)"
+	n := limit - len(mark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)] + mark
 }
 
 // forbidden is the fixed result of a call the person may not make.
@@ -97,15 +134,15 @@ func forbidden(tool string) *ToolError {
 
 // toolError turns a call's failure into what the model may read: the
 // validation's own words (paths and rules, never values), the fixed
-// forbidden result, a tool's *ToolError as written, or "the tool failed";
-// anything else goes only to the log.
+// forbidden result, a tool's *ToolError as written (bounded as a result
+// is), or "the tool failed"; anything else goes only to the log.
 func (t *turn) toolError(c *Call, err error) *ToolError {
 	var te *ToolError
 	var pve *planexec.PlanValidationError
 	var de *planexec.DelegationError
 	switch {
 	case errors.As(err, &te):
-		return te
+		return bounded(te, t.c.cfg.MaxResultBytes)
 	case errors.As(err, &pve) && pve.Reason == planexec.ReasonNotAllowed:
 		return forbidden(c.Tool)
 	case errors.As(err, &pve):

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -65,6 +67,13 @@ type Config struct {
 	// Instructions are the service's context, after the built-in planner
 	// instructions and before a session's skill.
 	Instructions string
+	// Skills, when set, is asked at the start of every turn for the
+	// turn's skill (the project's process rules, as SessionOptions.Skill),
+	// for the person who sent the message and the session as it stands;
+	// its text, empty included, is the turn's skill. When it fails, the
+	// failure goes to Logger and the turn goes on with the session's stored
+	// skill. Default: none (the stored skill).
+	Skills func(ctx context.Context, person planexec.Delegation, session Session) (string, error)
 	// MaxRounds bounds the rounds of tool calls in one turn. Default:
 	// DefaultMaxRounds (20).
 	MaxRounds int
@@ -83,9 +92,10 @@ type Config struct {
 	// renews it at a third of it. A process that stops mid-turn leaves the
 	// session busy for at most this long. Default: DefaultLease (30s).
 	Lease time.Duration
-	// MaxResultBytes bounds a tool's output as the model sees it and the
-	// transcript keeps it; a longer one is cut and marked truncated.
-	// Default: DefaultMaxResultBytes (16 KiB).
+	// MaxResultBytes bounds a tool's output, and a *ToolError's message, as
+	// the model sees it and the transcript keeps it; a longer one is cut
+	// (on a rune boundary) and marked truncated. Default:
+	// DefaultMaxResultBytes (16 KiB).
 	MaxResultBytes int
 	// PollInterval is how often a watcher asks the store for entries
 	// written by other processes. Default: 250ms.
@@ -111,13 +121,14 @@ type Chat struct {
 	catalog string              // the tools, as the model is told them
 	plans   []planexec.ToolSpec // the engine's tools
 
-	mu     sync.Mutex
-	closed bool
-	turns  map[sessionKey]context.CancelCauseFunc // turns running in this process
-	holds  map[uint64]context.CancelCauseFunc     // applies and rejects under way
-	held   uint64                                 // the last hold's number
-	wake   map[sessionKey]chan struct{}           // closed when a session gets entries
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	closed   bool
+	turns    map[sessionKey]context.CancelCauseFunc // turns running in this process
+	holds    map[uint64]context.CancelCauseFunc     // applies and rejects under way
+	applying map[proposalKey]chan struct{}          // applies under way, each closed when it ends
+	held     uint64                                 // the last hold's number
+	wake     map[sessionKey]chan struct{}           // closed when a session gets entries
+	wg       sync.WaitGroup
 
 	stats struct {
 		turns, modelCalls, compactions, compactionFailures atomic.Int64
@@ -125,6 +136,8 @@ type Chat struct {
 }
 
 type sessionKey struct{ tenant, id string }
+
+type proposalKey struct{ tenant, session, id string }
 
 // New checks cfg and builds a Chat. A missing model or store, a read tool
 // that is irreversible or needs approval, or one named as the built-in
@@ -167,7 +180,7 @@ func New(cfg Config) (*Chat, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Chat{cfg: cfg, readOf: map[string]*planexec.Tool{}, turns: map[sessionKey]context.CancelCauseFunc{}, holds: map[uint64]context.CancelCauseFunc{}, wake: map[sessionKey]chan struct{}{}}
+	c := &Chat{cfg: cfg, readOf: map[string]*planexec.Tool{}, turns: map[sessionKey]context.CancelCauseFunc{}, holds: map[uint64]context.CancelCauseFunc{}, applying: map[proposalKey]chan struct{}{}, wake: map[sessionKey]chan struct{}{}}
 	for _, t := range cfg.Reads {
 		if t == nil {
 			return nil, &planexec.ConfigurationError{Why: "a read tool is nil"}
@@ -280,9 +293,18 @@ type SessionOptions struct {
 	// digit. Default: a new UUID.
 	ID string
 	// Skill is the project's planner skill: process rules the planner
-	// follows in this session, after the service's instructions.
+	// follows in this session, after the service's instructions
+	// (Config.Skills, when set, gives each turn's instead).
 	Skill string
+	// Project names what the session is about (a project, a context), as
+	// the service names it; the planner is told it with the tenant. At
+	// most MaxProjectRunes characters of valid UTF-8 and no control
+	// characters. Default: none.
+	Project string
 }
+
+// MaxProjectRunes is the longest SessionOptions.Project, in characters.
+const MaxProjectRunes = 200
 
 // Session is where a conversation stands.
 type Session struct {
@@ -290,6 +312,7 @@ type Session struct {
 	Tenant    string    `json:"tenant"`
 	CreatedBy string    `json:"created_by"`
 	Skill     string    `json:"skill,omitempty"`
+	Project   string    `json:"project,omitempty"`
 	Created   time.Time `json:"created"`
 	Updated   time.Time `json:"updated"`
 	// Seq is the number of the transcript's last entry.
@@ -307,13 +330,24 @@ type Session struct {
 }
 
 // Summary is the model's summary of a conversation up to and including
-// entry UpTo.
+// entry UpTo, made while the planner worked for the person For. Sources are
+// the reads and applied outcomes it was made from: the planner working for
+// another person is sent it only when that person could read every one
+// (see Authority in the package documentation). Unlisted reports more
+// sources than MaxSummarySources, not kept: it is sent for For alone.
 type Summary struct {
 	Text            string    `json:"text"`
 	UpTo            int64     `json:"up_to"`
 	EstimatedTokens int64     `json:"estimated_tokens"`
 	At              time.Time `json:"at"`
+	For             string    `json:"for,omitempty"`
+	Sources         []Source  `json:"sources,omitempty"`
+	Unlisted        bool      `json:"unlisted,omitempty"`
 }
+
+// MaxSummarySources is the most sources a summary lists: the session's
+// document, which holds it, is written at every step of a turn.
+const MaxSummarySources = 256
 
 // docVersion is the layout of the stored session document.
 const docVersion = 1
@@ -324,6 +358,7 @@ type sessionDoc struct {
 	V           int                  `json:"v"`
 	CreatedBy   string               `json:"created_by"`
 	Skill       string               `json:"skill,omitempty"`
+	Project     string               `json:"project,omitempty"`
 	Turns       int64                `json:"turns"`
 	TurnStart   int64                `json:"turn_start,omitempty"` // seq of the latest turn's first entry
 	Summary     *Summary             `json:"summary,omitempty"`
@@ -359,10 +394,11 @@ func (d *sessionDoc) encode() json.RawMessage {
 }
 
 // Create stores a new session for the person. A session with the same id is
-// store.ErrExists; an id unfit (see SessionOptions.ID) is a
-// *planexec.ConfigurationError.
+// store.ErrExists; an id or a project unfit (see SessionOptions) is a
+// *planexec.ConfigurationError. Only a person may create a session (see
+// Send).
 func (c *Chat) Create(ctx context.Context, person planexec.Delegation, opts SessionOptions) (Session, error) {
-	if err := c.person(person); err != nil {
+	if err := c.person(ctx, person); err != nil {
 		return Session{}, err
 	}
 	if err := c.open(); err != nil {
@@ -374,7 +410,10 @@ func (c *Chat) Create(ctx context.Context, person planexec.Delegation, opts Sess
 	if why := idProblem(opts.ID); why != "" {
 		return Session{}, &planexec.ConfigurationError{Why: "the session id " + why}
 	}
-	doc := &sessionDoc{CreatedBy: person.User, Skill: opts.Skill}
+	if why := projectProblem(opts.Project); why != "" {
+		return Session{}, &planexec.ConfigurationError{Why: "the session's project " + why}
+	}
+	doc := &sessionDoc{CreatedBy: person.User, Skill: opts.Skill, Project: opts.Project}
 	now := c.cfg.Now()
 	rec := store.SessionRecord{Tenant: person.Tenant, ID: opts.ID, Doc: doc.encode(), Created: now, Updated: now}
 	if err := c.cfg.Store.CreateSession(ctx, rec); err != nil {
@@ -399,12 +438,17 @@ func (c *Chat) Session(ctx context.Context, tenant, id string) (Session, error) 
 			return Session{}, err
 		}
 	}
+	return sessionOf(rec, doc, c.cfg.Now()), nil
+}
+
+// sessionOf is where a session stands, as stored at now.
+func sessionOf(rec *store.SessionRecord, doc *sessionDoc, now time.Time) Session {
 	return Session{
-		ID: rec.ID, Tenant: rec.Tenant, CreatedBy: doc.CreatedBy, Skill: doc.Skill,
+		ID: rec.ID, Tenant: rec.Tenant, CreatedBy: doc.CreatedBy, Skill: doc.Skill, Project: doc.Project,
 		Created: rec.Created, Updated: rec.Updated, Seq: rec.Seq,
-		Running: rec.Turn.Held(c.cfg.Now()), Turns: doc.Turns, Usage: doc.Usage,
+		Running: rec.Turn.Held(now), Turns: doc.Turns, Usage: doc.Usage,
 		Compactions: doc.Compactions, Summary: doc.Summary,
-	}, nil
+	}
 }
 
 // load reads a session and its document.
@@ -423,8 +467,17 @@ func (c *Chat) load(ctx context.Context, tenant, id string) (*store.SessionRecor
 	return &rec, doc, nil
 }
 
-// person refuses a delegation that is not a person's.
-func (c *Chat) person(d planexec.Delegation) error {
+// person refuses a delegation that is not a person's, and a call made from
+// inside a tool's execution (ErrInTool).
+func (c *Chat) person(ctx context.Context, d planexec.Delegation) error {
+	if inTool(ctx) {
+		return ErrInTool
+	}
+	return c.isPerson(d)
+}
+
+// isPerson refuses a delegation that is not a person's.
+func (c *Chat) isPerson(d planexec.Delegation) error {
 	if d.Agent != "" {
 		return ErrNotPerson
 	}
@@ -432,6 +485,39 @@ func (c *Chat) person(d planexec.Delegation) error {
 		return &planexec.DelegationError{Why: "the person is not named (Delegation.User)"}
 	}
 	return nil
+}
+
+// toolsKey marks the contexts the chat runs tools under: a turn's, and an
+// apply's execution.
+type toolsKey struct{}
+
+// runningTools is ctx marked as one the chat runs tools under.
+func runningTools(ctx context.Context) context.Context {
+	return context.WithValue(ctx, toolsKey{}, true)
+}
+
+// inTool reports whether ctx is one a tool runs under: one the chat runs
+// tools under, or a step's of any executor.
+func inTool(ctx context.Context) bool {
+	if ctx.Value(toolsKey{}) != nil {
+		return true
+	}
+	_, ok := planexec.CurrentStep(ctx)
+	return ok
+}
+
+// projectProblem says what makes a session's project unfit, or "": it goes
+// into the planner's instructions, as one line.
+func projectProblem(p string) string {
+	switch {
+	case !utf8.ValidString(p):
+		return "is not valid UTF-8"
+	case utf8.RuneCountInString(p) > MaxProjectRunes:
+		return fmt.Sprintf("is longer than %d characters", MaxProjectRunes)
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return "holds a control character"
+	}
+	return ""
 }
 
 // MaxSessionID is the longest session id, in bytes.

@@ -13,11 +13,11 @@ import (
 const summaryInstructions = `You summarise a conversation between people and the planner of a service, so that the planner can go on from the summary alone. Keep every fact, decision, open question and proposal (with its id and whether it was applied or rejected), the people and what each asked for, and what the tools found that still matters. Leave out pleasantries. Write plain text.`
 
 // estimate is the context the model would see at the next call, in tokens:
-// the usage the provider reported for the last answer plus about four
-// characters a token for what was added since. With no answer since the
-// latest compaction (whose usage would count what is no longer sent), or a
-// model that reports no usage, everything sent is estimated by its
-// characters.
+// the usage the provider reported for the last answer plus a token for
+// every four characters added since (rounded down). With no answer since
+// the latest compaction (whose usage would count what is no longer sent),
+// or a model that reports no usage, everything sent is estimated by its
+// characters, as Ballet's planner does.
 func (t *turn) estimate() int64 {
 	chars := func(msgs []llm.Message) int64 {
 		var n int
@@ -29,12 +29,12 @@ func (t *turn) estimate() int64 {
 	if t.doc.AnswerTokens > 0 {
 		for i := len(t.history) - 1; i >= 0; i-- {
 			if o := &t.history[i]; o.Kind == KindMessage && o.Role == "assistant" {
-				return t.doc.AnswerTokens + (chars(messages(nil, t.history[i+1:]))+3)/4
+				return t.doc.AnswerTokens + chars(messages(nil, t.history[i+1:]))/4
 			}
 		}
 	}
 	system := utf8.RuneCountInString(t.system)
-	return (int64(system) + chars(messages(t.doc.Summary, t.history)) + 3) / 4
+	return (int64(system) + chars(messages(t.summary, t.history))) / 4
 }
 
 // compact summarises the conversation before the latest person's message
@@ -50,11 +50,7 @@ func (t *turn) compact() {
 	if est <= limit {
 		return
 	}
-	upTo := t.doc.TurnStart - 1
-	var done int64
-	if t.doc.Summary != nil {
-		done = t.doc.Summary.UpTo
-	}
+	upTo, done := t.doc.TurnStart-1, t.after()
 	n := 0
 	for n < len(t.history) && t.history[n].Seq <= upTo {
 		n++
@@ -62,7 +58,7 @@ func (t *turn) compact() {
 	if upTo <= done || n == 0 {
 		return // only the current turn is left: MaxRounds bounds it
 	}
-	msgs := messages(t.doc.Summary, t.history[:n])
+	msgs := messages(t.summary, t.history[:n])
 	ask := "Summarise the conversation above, as the instructions say."
 	if last := len(msgs) - 1; last >= 0 && msgs[last].Role == llm.RoleUser {
 		msgs[last].Content += "\n\n" + ask
@@ -82,7 +78,12 @@ func (t *turn) compact() {
 			slog.String("tenant", t.key.tenant), slog.String("session", t.key.id), slog.Int64("estimated_tokens", est), slog.Any("error", err))
 		return
 	}
-	t.doc.Summary = &Summary{Text: resp.Content, UpTo: upTo, EstimatedTokens: est, At: t.c.cfg.Now()}
+	// The summary holds what this person was shown: it says whose reads,
+	// so that another person is sent it only if they could read them all.
+	sources, unlisted := sourcesOf(t.summary, t.history[:n])
+	t.summary = &Summary{Text: resp.Content, UpTo: upTo, EstimatedTokens: est, At: t.c.cfg.Now(),
+		For: t.person.User, Sources: sources, Unlisted: unlisted}
+	t.doc.Summary = t.summary
 	t.doc.Compactions++
 	// The last answer's usage counted what is no longer sent: until the
 	// next answer, the estimate counts characters.

@@ -33,17 +33,18 @@ func reporting(usage int64, summaryErr error) *scripted.Model {
 }
 
 func TestCompactionStartsStrictlyAboveTheThresholdAndKeepsTheCurrentTurnVerbatim(t *testing.T) {
-	// After turn 1 the last answer reported 1,000 tokens; turn 2's first
-	// call adds "ana: ab cd" (10 characters, 3 tokens): 1,003 estimated.
+	// After turn 1 the last answer reported 65 tokens; turn 2's first call
+	// adds "ana: ab cd efgh" (15 characters: 3 tokens, four characters a
+	// token rounded down): 68 estimated.
 	for _, tc := range []struct {
 		limit   int64
 		compact bool
-	}{{1003, false}, {1002, true}} {
-		model := reporting(1000, nil)
+	}{{68, false}, {67, true}} {
+		model := reporting(65, nil)
 		r := newRig(t, model, func(c *chat.Config) { c.CompactAtTokens = tc.limit })
 		s := r.session("s1")
 		r.turn(ana(), s, "What is open?")
-		sent, err := r.chat.Send(context.Background(), ana(), s, "ab cd")
+		sent, err := r.chat.Send(context.Background(), ana(), s, "ab cd efgh")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,8 +65,8 @@ func TestCompactionStartsStrictlyAboveTheThresholdAndKeepsTheCurrentTurnVerbatim
 			continue
 		}
 		c := compacted[0].Compaction
-		if c.UpTo != sent.Seq-1 || c.EstimatedTokens != 1003 {
-			t.Fatalf("compaction = %+v, want up to %d (before the person's message), 1003 tokens", c, sent.Seq-1)
+		if c.UpTo != sent.Seq-1 || c.EstimatedTokens != 68 {
+			t.Fatalf("compaction = %+v, want up to %d (before the person's message), 68 tokens", c, sent.Seq-1)
 		}
 		if sess.Compactions != 1 || sess.Summary == nil || sess.Summary.UpTo != c.UpTo || r.chat.Stats().Compactions != 1 {
 			t.Fatalf("session = %+v, stats %+v", sess, r.chat.Stats())
@@ -74,7 +75,7 @@ func TestCompactionStartsStrictlyAboveTheThresholdAndKeepsTheCurrentTurnVerbatim
 		reqs := model.Requests()
 		last := reqs[len(reqs)-1].Messages
 		if len(last) != 1 || !strings.HasPrefix(last[0].Content, "Summary of the conversation") || !strings.Contains(last[0].Content, "SUMMARY: ana asked") ||
-			!strings.HasSuffix(last[0].Content, "ana: ab cd") {
+			!strings.HasSuffix(last[0].Content, "ana: ab cd efgh") {
 			t.Fatalf("turn 2's request after compaction:\n%+v", last)
 		}
 		for _, m := range last {
@@ -93,7 +94,7 @@ func TestCompactionStartsStrictlyAboveTheThresholdAndKeepsTheCurrentTurnVerbatim
 		for _, m := range sum.Messages {
 			told += m.Content
 		}
-		if !strings.Contains(told, "ana: What is open?") || !strings.Contains(told, "T-1 is open.") || strings.Contains(told, "ab cd") {
+		if !strings.Contains(told, "ana: What is open?") || !strings.Contains(told, "T-1 is open.") || strings.Contains(told, "ab cd efgh") {
 			t.Fatalf("the summary request:\n%s", told)
 		}
 		// The transcript stays complete.

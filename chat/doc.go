@@ -31,26 +31,55 @@
 // The model writes one JSON document each call, {"text": ..., "calls":
 // [{"tool": ..., "arguments": ...}]}, held to a schema that offers each
 // read tool's arguments and propose_plan, so any llm.Model serves: tool
-// calling is not needed, and the conversation is sent as plain text. An
-// answer out of that form is told back to the model, where and what was
-// wrong, and it answers again (twice at most before the turn fails).
+// calling is not needed, and the conversation is sent as plain text, always
+// beginning with a person's message (an answer of the model's stored first
+// is told in it). An answer out of that form is told back to the model,
+// where and what was wrong, and it answers again (twice at most before the
+// turn fails in fixed words). So is an answer cut off at the model's length
+// limit (finish reason "length" or "max_tokens", or llm.ErrTruncated): none
+// of its calls runs and nothing of it is proposed.
+//
+// The model's instructions are the built-in ones, the tenant and the
+// session's project (SessionOptions.Project), the tools, the service's
+// Config.Instructions and the turn's skill: what Config.Skills gives, asked
+// at the start of every turn for the person and the session, or the
+// session's stored skill without a provider or when it fails (the failure
+// logged).
 //
 // # Authority
 //
-// Only a person may send, apply, reject or cancel (a delegation naming an
-// agent is ErrNotPerson). Each read runs on an engine of the read tools
-// under the person's delegation narrowed to the agent "planner:<session>":
-// the person's scope, the service's Authorizer and the tools' contracts
-// decide, exactly as for the person. A call the person may not make gets
+// Only a person may create, send, apply, reject or cancel (a delegation
+// naming an agent is ErrNotPerson), and never from inside a tool: a call
+// made under the context of a read the planner makes, of a step of an
+// applied proposal or of any executor's step is ErrInTool, so the planner
+// acting for a person cannot make the person act. Each read runs on an
+// engine of the read tools under the person's delegation narrowed to the
+// agent "planner:<session>": the person's scope, the service's Authorizer
+// and the tools' contracts decide, exactly as for the person. A call the person may not make gets
 // the fixed forbidden result and does nothing; a call with bad arguments
 // gets the validation's own words (paths and rules, never values); a tool's
-// *ToolError is shown as written; any other failure is "the tool failed",
-// its error logged, never shown. The conversation goes on.
+// *ToolError is shown as written, its message bounded as outputs are
+// (Config.MaxResultBytes); any other failure is "the tool failed", its
+// error logged, never shown. The conversation goes on.
 //
 // A session is its tenant's: any person of the tenant may send into it,
 // each with their own authority, and cancel its turn. A service whose
 // sessions are a person's own checks that before it calls (chathttp's
 // Authenticate is the place).
+//
+// What the planner is shown holds to the same authority. Each tool result
+// and applied outcome records its Source: the person under whose authority
+// it ran and the calls it made. Working for another person, the planner is
+// shown an entry only if that person could make the same calls (their
+// scope, the authorizer and the tools' contracts decide, as for a call);
+// otherwise it sees fixed words saying it was withheld, and so it does for
+// every answer it wrote for someone else after such an entry, which may
+// repeat it. A summary says whom it was made for and what it was made from
+// (Summary.For, Sources); for another person it is used only if they could
+// read all of it, and otherwise their turn is sent the conversation from its
+// start, withheld as above, and compacted for them. Chat.Transcript and
+// Chat.Watch give the whole transcript: what a person may see of it is the
+// service's to decide.
 //
 // # Proposals
 //
@@ -65,20 +94,25 @@
 // "chat:<session>:<proposal>": approvals, the autonomy ladder and
 // idempotency apply. Applying more of it later runs only the steps not
 // applied yet, and applying again what was applied goes on with that run:
-// nothing is done twice. The first decision on a proposal stands on every
-// replica: the decision to apply is stored (KindApplying) before any step
-// runs, and a decision is stored only after every entry before it was read.
+// nothing is done twice. Applying again steps whose run completed returns
+// the outcome on record and records nothing. Applies of one proposal run
+// one at a time: on one process a second waits for the first; on another,
+// while the first runs, it is ErrApplying and records nothing. The first
+// decision on a proposal stands on every replica: the decision to apply is
+// stored (KindApplying) before any step runs, and a decision is stored only
+// after every entry before it was read.
 // The planner has no way to set grants, approvals or scopes: a plan holds
 // none.
 //
 // # Compaction
 //
 // Before each model call the context is estimated: the usage the provider
-// reported for the last answer plus about four characters a token for what
-// was added since. Strictly above Config.CompactAtTokens, everything before
+// reported for the last answer plus a token for every four characters added
+// since (rounded down). Strictly above Config.CompactAtTokens, everything before
 // the latest person's message (an earlier summary included) is summarised
 // by the model, the summary stored with the seq it covers, and from then on
-// the model is sent the summary and what came after. The current turn is
+// the model is sent the summary and what came after (see Authority for a
+// summary made for another person). The current turn is
 // never summarised, so calls stay beside their results. A failed compaction
 // is logged and the call goes on uncompacted. Each compaction is a
 // KindCompacted output (UpTo, EstimatedTokens), counted per session and in

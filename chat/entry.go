@@ -64,12 +64,38 @@ type Output struct {
 	Model string    `json:"model,omitempty"` // assistant message: the model that wrote it
 	Usage llm.Usage `json:"usage,omitzero"`  // assistant message: what the call cost
 
+	// For is, on an assistant message, the person the planner worked for;
+	// SeenAfter, the entry after which it was shown the transcript (the
+	// summary's UpTo; 0 for all of it).
+	For       string `json:"for,omitempty"`
+	SeenAfter int64  `json:"seen_after,omitempty"`
+	// Source is, on a tool result and an applied outcome, the reads or
+	// steps whose data the entry holds and the person under whose
+	// authority they ran.
+	Source *Source `json:"source,omitempty"`
+
 	Call       *Call       `json:"call,omitempty"`
 	Result     *Result     `json:"result,omitempty"`
 	Proposal   *Proposal   `json:"proposal,omitempty"`
 	Decision   *Decision   `json:"decision,omitempty"`
 	Compaction *Compaction `json:"compaction,omitempty"`
 	Done       *Done       `json:"done,omitempty"`
+
+	// withheld marks an entry, as the planner is shown it, whose data it
+	// may not see: its content is replaced by fixed words.
+	withheld bool
+}
+
+// Source is what an entry's data came from: calls made under the authority
+// of the person By. The planner working for another person is shown the
+// entry only when that person could make the same calls: a read tool's
+// call, under their delegation to the planner, or, Applied, the steps of a
+// proposal, under their own on the engine; their scope, the authorizer and
+// the tools' contracts decide.
+type Source struct {
+	By      string `json:"by"`
+	Applied bool   `json:"applied,omitempty"`
+	Steps   []Step `json:"steps"`
 }
 
 // Call is a tool call the planner asked for.

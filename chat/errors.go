@@ -11,11 +11,15 @@ import (
 //     was stored.
 //   - ErrNotPerson: an agent (a delegation with Agent set) tried to do what
 //     only a person may: send, apply, reject, cancel.
+//   - ErrInTool: a tool, as it ran for a plan or the planner, tried to do
+//     what only a person may, with a person's delegation.
 //   - ErrNoSession, ErrNoProposal: what was named is not stored for the
 //     tenant.
 //   - *MessageError: a message that is empty, too long or not valid UTF-8;
 //     nothing was stored.
 //   - ErrDecided: a proposal already applied or rejected by someone else.
+//   - ErrApplying: a proposal that another request is applying at this
+//     moment; nothing was recorded.
 //   - ErrWatcherDropped: a watcher fell Config.WatchLag outputs behind;
 //     watch again from the last Seq it saw.
 //   - ErrClosed: the Chat was closed.
@@ -30,6 +34,19 @@ var (
 	// ErrNotPerson reports an agent acting where only a person may: the
 	// delegation names an agent. Nothing was done.
 	ErrNotPerson = errors.New("chat: only a person may do this, not an agent")
+	// ErrInTool reports a person's call (Create, Send, Apply, Reject,
+	// Cancel) made from inside a tool's execution: a read the planner
+	// made, a step of an applied proposal, any step an executor runs. The
+	// planner acting for a person never makes the person act. Nothing was
+	// done.
+	ErrInTool = errors.New("chat: a tool may not act as the person it runs for")
+	// ErrApplying reports an apply of a proposal whose run another request
+	// (on this process or another) is executing at this moment. Nothing
+	// was recorded; that request records what it ran, and applying again
+	// once it is done returns its outcome or goes on with its run. It is
+	// returned wrapping the engine's planexec.ErrRunBusy or
+	// planexec.ErrInFlight.
+	ErrApplying = errors.New("chat: the proposal is being applied by another request")
 	// ErrNoSession reports a session that is not stored for the tenant.
 	ErrNoSession = errors.New("chat: no such session")
 	// ErrNoProposal reports a proposal the session does not hold.
@@ -57,7 +74,8 @@ func (e *MessageError) Error() string {
 }
 
 // ToolError is what a tool returns for the planner to read: its Code and
-// Message are shown to the model as written, and the conversation goes on.
+// Message are shown to the model as written (the message cut to
+// Config.MaxResultBytes), and the conversation goes on.
 // Any other error a tool returns is shown only as "the tool failed", so
 // nothing internal reaches the model or a watcher; the error itself goes to
 // Config.Logger.

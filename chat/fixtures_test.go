@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,12 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/chat"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
 	"github.com/planexec/planexec/store"
 	"github.com/planexec/planexec/store/memory"
+	"github.com/planexec/planexec/store/postgres"
+	"github.com/planexec/planexec/store/sqlite"
 )
 
 // tracker is a tracker-like world: items the planner reads and a plan
@@ -301,4 +307,72 @@ func mustJSON(v any) string {
 		panic(err)
 	}
 	return string(b)
+}
+
+// testStores are the stores the tests of what a store must keep run over:
+// in memory, a SQLite file, and PostgreSQL when PLANEXEC_POSTGRES_URL names
+// a server (each test in a schema of its own, dropped when it ends).
+var testStores = []struct {
+	name string
+	open func(t testing.TB) benchStore
+}{
+	{"memory", func(t testing.TB) benchStore { return memory.New() }},
+	{"sqlite", func(t testing.TB) benchStore {
+		st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "chat.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}},
+	{"postgres", func(t testing.TB) benchStore {
+		dsn := os.Getenv("PLANEXEC_POSTGRES_URL")
+		if dsn == "" {
+			t.Skip("PLANEXEC_POSTGRES_URL is not set")
+		}
+		ctx := context.Background()
+		schema := fmt.Sprintf("chat_%d", time.Now().UnixNano())
+		t.Cleanup(func() {
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Errorf("dropping the test's schema: %v", err)
+				return
+			}
+			defer conn.Close(ctx)
+			if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+				t.Errorf("dropping the test's schema: %v", err)
+			}
+		})
+		st, err := postgres.Open(ctx, dsn, postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}},
+}
+
+// replicas are n Chats over one store and one tracker, as n processes of a
+// service are: each with its own engine over the store.
+func replicas(t testing.TB, st benchStore, tr *tracker, model llm.Model, n int) []*chat.Chat {
+	t.Helper()
+	out := make([]*chat.Chat, n)
+	for i := range out {
+		engine, err := planexec.NewExecutor(planexec.Config{Tools: tr.writes(), Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := chat.New(chat.Config{Model: model, Store: st, Reads: tr.reads(), Engine: engine, Lease: 2 * time.Second,
+			PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := c.Close(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		out[i] = c
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"github.com/planexec/planexec"
@@ -41,20 +42,46 @@ var answerDecoder = func() *strictjson.Decoder {
 	return d
 }()
 
-var errMalformedAnswer = errors.New("chat: the model's answer is not in the expected form")
+var (
+	errMalformedAnswer = errors.New("chat: the model's answer is not in the expected form")
+	errCutOff          = errors.New("chat: the model's answer was cut off at its length limit")
+)
 
-// malformedAnswer is an answer out of form: where (a JSON Pointer into what
-// the model wrote, its keys the model's own) and what was wrong, in fixed
-// words. The model is told both, to fix it; the error's text, which a log
-// gets, holds only the problem.
-type malformedAnswer struct{ path, problem string }
+// malformedAnswer is an answer out of form, or cut off: where (a JSON
+// Pointer into what the model wrote, its keys the model's own) and what was
+// wrong, in fixed words. The model is told both, to fix it; the error's
+// text, which a log gets, holds only the problem.
+type malformedAnswer struct {
+	path, problem string
+	cut           bool // cut off at the length limit
+}
 
-func (e *malformedAnswer) Error() string { return errMalformedAnswer.Error() + ": " + e.problem }
+func (e *malformedAnswer) Error() string {
+	if e.cut {
+		return errCutOff.Error()
+	}
+	return errMalformedAnswer.Error() + ": " + e.problem
+}
 
-func (e *malformedAnswer) Is(target error) bool { return target == errMalformedAnswer }
+func (e *malformedAnswer) Is(target error) bool {
+	return target == errMalformedAnswer || (e.cut && target == errCutOff)
+}
+
+// cutOff reports an answer the model stopped at its length limit: the
+// provider says so (finish reason "length", "max_tokens"), or its adapter
+// does (llm.ErrTruncated).
+func cutOff(resp *llm.Response, err error) bool {
+	if errors.Is(err, llm.ErrTruncated) {
+		return true
+	}
+	return resp != nil && (resp.FinishReason == "length" || resp.FinishReason == "max_tokens")
+}
 
 // fix is what the model is told of it.
 func (e *malformedAnswer) fix() string {
+	if e.cut {
+		return "Your last answer was cut off before its end: it reached the length limit. Nothing of it was done. Answer again, shorter, with one JSON object, {\"text\": ..., \"calls\": [...]}, as the instructions say."
+	}
 	at := ""
 	if e.path != "" {
 		at = " at " + clip(e.path)
@@ -187,12 +214,17 @@ func hoist(schema json.RawMessage, defs map[string]json.RawMessage) json.RawMess
 	return out
 }
 
-// system is the system prompt of a session: the built-in instructions, the
-// tools, the service's context and the session's skill.
-func (c *Chat) system(skill string) string {
+// system is the system prompt of a turn: the built-in instructions, the
+// tenant and the session's project, the tools, the service's context and
+// the turn's skill.
+func (c *Chat) system(tenant, project, skill string) string {
 	var b strings.Builder
 	b.WriteString(instructions)
-	b.WriteString("\n\n" + c.catalog)
+	b.WriteString("\n\nThis conversation is in the tenant " + strconv.Quote(tenant))
+	if project != "" {
+		b.WriteString(", on the project " + strconv.Quote(project))
+	}
+	b.WriteString(".\n\n" + c.catalog)
 	if c.cfg.Instructions != "" {
 		b.WriteString("\n\n" + c.cfg.Instructions)
 	}
@@ -221,7 +253,8 @@ type renderedResult struct {
 // messages renders what the model is told: the summary, if any, then every
 // entry after it, as plain text messages, consecutive ones of a role joined
 // (so a provider that wants roles to alternate accepts it, and nothing needs
-// tool definitions).
+// tool definitions). It begins with the person's: an answer of the model's
+// that would come first is told in the first user message.
 func messages(summary *Summary, history []Output) []llm.Message {
 	var out []llm.Message
 	add := func(role llm.Role, text string) {
@@ -280,6 +313,14 @@ func messages(summary *Summary, history []Output) []llm.Message {
 	}
 	flushAnswer()
 	flushResults()
+	if len(out) > 0 && out[0].Role == llm.RoleAssistant {
+		first := llm.Message{Role: llm.RoleUser, Content: "The conversation shown begins with an answer of yours:\n" + out[0].Content}
+		if len(out) > 1 { // the person's, as roles alternate
+			first.Content += "\n\n" + out[1].Content
+			out = out[1:]
+		}
+		out[0] = first
+	}
 	return out
 }
 
@@ -292,6 +333,9 @@ type answerText struct {
 // tellDecision tells the planner what a person did with a proposal.
 func tellDecision(o *Output) string {
 	d := o.Decision
+	if o.withheld {
+		return fmt.Sprintf("%s applied proposal %s (steps %s): the run is %s. What each step did: %s", o.By, d.Proposal, strings.Join(d.Steps, ", "), d.Status, withheldRead)
+	}
 	if o.Kind == KindRejected {
 		s := fmt.Sprintf("%s rejected proposal %s.", o.By, d.Proposal)
 		if d.Reason != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -26,32 +27,44 @@ var ErrNoStep = errors.New("chat: the proposal has no such step")
 // again); applying again what was applied goes on with that run (after a
 // person's approval, or an interruption) rather than starting another.
 // Every apply runs all the steps applied so far, so none is left behind by
-// one that stopped early.
+// one that stopped early. Applying again steps whose run completed returns
+// the outcome on record (each output as the transcript bounds it) and
+// records nothing.
+//
+// Applies of one proposal run one at a time: on one process, a second waits
+// for the first (or for ctx); on another process, while the first runs its
+// steps, it is ErrApplying (wrapping the engine's planexec.ErrRunBusy or
+// planexec.ErrInFlight), nothing is recorded, and the first goes on
+// undisturbed. Only a person may apply (see Send).
 //
 // The first decision on a proposal stands, whichever process makes it: the
 // person's decision to apply (KindApplying) is stored before any step runs,
 // after every entry it read, and a proposal rejected before is ErrDecided.
 // What the run did goes on the transcript (KindApplied), so the planner
-// learns of it. The engine's errors are returned as they are: a
+// learns of it, unless it is what the transcript says already and no step
+// ran. The engine's other errors are returned as they are: a
 // *planexec.ApprovalPendingError when a step waits on a person, a
 // *planexec.PlanValidationError when the proposal no longer fits, a
 // *planexec.DelegationError when the person's delegation or the engine's
-// authorizer does not cover a step, an error that is planexec.ErrInFlight
-// when another request is running its steps at this moment (nothing is
-// recorded then; that request records what it ran, and applying again once
-// it is done runs what is left).
+// authorizer does not cover a step.
 //
 // The run goes on if ctx is cancelled, as a turn does: a person who closes
 // the page does not leave it half done. Chat.Close stops it, resumably.
 func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, proposal string, steps []string) (*planexec.Result, error) {
-	if err := c.person(person); err != nil {
+	if err := c.person(ctx, person); err != nil {
 		return nil, err
 	}
-	ctx, done, err := c.hold(ctx)
+	hctx, done, err := c.hold(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
+	unlock, err := c.lockProposal(ctx, hctx, proposalKey{person.Tenant, session, proposal})
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	ctx = hctx
 	st, err := c.readProposal(ctx, person.Tenant, session, proposal)
 	if err != nil {
 		return nil, err
@@ -69,17 +82,23 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		if err != nil {
 			return nil, err
 		}
-		if want = st.widen(named); len(want) == len(st.applied) {
-			break // applied before: go on with that run
+		want = st.widen(named)
+		again := len(want) == len(st.applied)
+		if again && !st.completed(want) {
+			break // applied before: go on with that run, which asks again
 		}
 		// A plan that cannot run as it stands is refused before the
-		// decision goes on record, so it can still be rejected.
+		// decision goes on record, so it can still be rejected; the
+		// outcome on record is the person's only if they could apply it.
 		plan := st.plan(want)
 		if err := run.Validate(plan); err != nil {
 			return nil, err
 		}
 		if err := run.Authorize(ctx, plan); err != nil {
 			return nil, err
+		}
+		if again {
+			return st.outcome.result(st.revision), nil
 		}
 		begun := Output{Kind: KindApplying, By: person.User, Decision: &Decision{Proposal: proposal, Steps: want, Run: run.ID()}}
 		_, err = c.cfg.Store.AppendEntriesAfter(ctx, person.Tenant, session, st.last, []json.RawMessage{encodeEntry(&begun)})
@@ -102,11 +121,12 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	// none, after a crash): what finished is replayed by the engine, never
 	// run again, and a person's recorded decision holds, as its request is
 	// the step's and not the revision's.
-	res, err := run.Execute(ctx, st.plan(want))
+	before := st.last
+	res, err := run.Execute(runningTools(ctx), st.plan(want))
 	var pending *planexec.ApprovalPendingError
 	switch {
-	case errors.Is(err, planexec.ErrInFlight) && !ranHere(res):
-		return nil, err // another request is applying it at this moment: that one records
+	case (errors.Is(err, planexec.ErrRunBusy) || errors.Is(err, planexec.ErrInFlight)) && !ranHere(res):
+		return nil, fmt.Errorf("%w: %w", ErrApplying, err) // another request is running it at this moment: that one records
 	case res == nil && err != nil && !errors.As(err, &pending):
 		return nil, err // nothing ran: refused as it stands now, a store down
 	}
@@ -121,18 +141,65 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 			so := StepOutcome{Step: id, Tool: sr.Tool, Status: string(sr.Status), Output: out}
 			var te *ToolError
 			if errors.As(sr.Err, &te) {
-				so.Error = te.Message
+				so.Error = cutText(te.Message, c.cfg.MaxResultBytes)
 			}
 			dec.Results = append(dec.Results, so)
 		}
 	}
-	// What the run did goes on record even when Close stopped it.
-	entry := Output{Kind: KindApplied, By: person.User, Decision: dec}
-	if _, werr := c.cfg.Store.AppendEntries(context.WithoutCancel(ctx), person.Tenant, session, []json.RawMessage{encodeEntry(&entry)}); werr != nil {
-		return res, errors.Join(err, werr)
+	// What the run did goes on record even when Close stopped it, unless
+	// the record says it already: this apply only replayed what another
+	// ran, or another only replayed what this one ran, and recorded it
+	// first.
+	entry := Output{Kind: KindApplied, By: person.User, Decision: dec, Source: &Source{By: person.User, Applied: true, Steps: st.steps(want)}}
+	said := func() bool {
+		same := st.outcome != nil && st.outcome.Status == dec.Status && slices.Equal(st.outcome.Steps, want)
+		return same && (!ranHere(res) || st.outcomeSeq > before)
 	}
-	c.notify(sessionKey{person.Tenant, session})
+	wctx := context.WithoutCancel(ctx)
+	for !said() {
+		_, werr := c.cfg.Store.AppendEntriesAfter(wctx, person.Tenant, session, st.last, []json.RawMessage{encodeEntry(&entry)})
+		if errors.Is(werr, store.ErrMoved) {
+			werr = c.readMore(wctx, person.Tenant, session, st)
+			if werr == nil {
+				continue
+			}
+		}
+		if werr != nil {
+			return res, errors.Join(err, werr)
+		}
+		c.notify(sessionKey{person.Tenant, session})
+		break
+	}
 	return res, err
+}
+
+// lockProposal takes the proposal for an apply in this process, once the
+// applies of it under way here end: ctx is the caller's, whose end gives up
+// waiting, held the apply's, which Close ends. The func returned lets it go.
+func (c *Chat) lockProposal(ctx, held context.Context, k proposalKey) (unlock func(), _ error) {
+	for {
+		c.mu.Lock()
+		busy, ok := c.applying[k]
+		if !ok {
+			mine := make(chan struct{})
+			c.applying[k] = mine
+			c.mu.Unlock()
+			return func() {
+				c.mu.Lock()
+				delete(c.applying, k)
+				c.mu.Unlock()
+				close(mine)
+			}, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-held.Done():
+			return nil, ErrClosed
+		}
+	}
 }
 
 // ranHere reports whether a step of res ran in this call, rather than being
@@ -153,7 +220,7 @@ func ranHere(res *planexec.Result) bool {
 // record a decision on a step that waits for approval (Run.Decide, then
 // Apply again), or to read its events. It touches no store.
 func (c *Chat) AppliedRun(person planexec.Delegation, session, proposal string) (*planexec.Run, error) {
-	if err := c.person(person); err != nil {
+	if err := c.isPerson(person); err != nil {
 		return nil, err
 	}
 	if c.cfg.Engine == nil {
@@ -173,9 +240,9 @@ func appliedRunID(session, proposal string) string { return "chat:" + session + 
 // *planexec.PlanValidationError, ReasonNotAllowed), one whose delegation
 // expired or whom the engine's authorizer refuses a *planexec.DelegationError,
 // and nothing is recorded. A proposal decided before, applied or rejected, on any process,
-// is ErrDecided.
+// is ErrDecided. Only a person may reject (see Send).
 func (c *Chat) Reject(ctx context.Context, person planexec.Delegation, session, proposal, reason string) error {
-	if err := c.person(person); err != nil {
+	if err := c.person(ctx, person); err != nil {
 		return err
 	}
 	ctx, done, err := c.hold(ctx)
@@ -233,7 +300,32 @@ type proposalState struct {
 	// revision counts the applies that widened them.
 	applied  []string
 	revision int
-	last     int64
+	// outcome is what the latest apply on record did, in entry
+	// outcomeSeq.
+	outcome    *Decision
+	outcomeSeq int64
+	last       int64
+}
+
+// completed reports that the run of the steps in want completed, on record.
+func (st *proposalState) completed(want []string) bool {
+	return st.outcome != nil && st.outcome.Status == string(planexec.RunCompleted) && slices.Equal(st.outcome.Steps, want)
+}
+
+// steps are the proposal's steps in want.
+func (st *proposalState) steps(want []string) []Step {
+	return slices.DeleteFunc(slices.Clone(st.p.Plan.Steps), func(s Step) bool { return !slices.Contains(want, s.ID) })
+}
+
+// result is the outcome on record as the engine's result: every step
+// replayed.
+func (d *Decision) result(revision int) *planexec.Result {
+	res := &planexec.Result{RunID: d.Run, PlanID: d.Proposal, Revision: max(revision, 1),
+		Steps: make(map[string]planexec.StepResult, len(d.Results)), Complete: d.Status == string(planexec.RunCompleted)}
+	for _, so := range d.Results {
+		res.Steps[so.Step] = planexec.StepResult{Tool: so.Tool, Status: planexec.StepStatus(so.Status), Outcome: so.Output, Replayed: true}
+	}
+	return res
 }
 
 // readProposal reads what the session's transcript says of a proposal.
@@ -279,6 +371,8 @@ func (c *Chat) readMore(ctx context.Context, tenant, session string, st *proposa
 				if o.Kind == KindApplying && st.first == KindApplying && len(o.Decision.Steps) > len(st.applied) {
 					st.applied, st.revision = o.Decision.Steps, st.revision+1
 				}
+			case o.Kind == KindApplied && o.Decision.Proposal == st.id:
+				st.outcome, st.outcomeSeq = o.Decision, o.Seq
 			}
 		}
 		if len(page) < pageSize {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/chat"
@@ -70,7 +72,8 @@ func TestApplyingASubsetRunsOnlyThoseStepsAndWhatTheyDependOnOnce(t *testing.T) 
 		t.Fatalf("ran %v; create_item %d, update_item %d times", ran, r.tracker.called("create_item"), r.tracker.called("update_item"))
 	}
 
-	// Applying the same again goes on with the one run: nothing twice.
+	// Applying the same again is the one run's outcome: nothing twice,
+	// nothing recorded again.
 	if _, err := r.chat.Apply(context.Background(), ana(), s, p.ID, []string{"s1", "s2"}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +89,7 @@ func TestApplyingASubsetRunsOnlyThoseStepsAndWhatTheyDependOnOnce(t *testing.T) 
 		t.Fatalf("applying the rest: create_item %d, update_item %d; %+v", r.tracker.called("create_item"), r.tracker.called("update_item"), res.Steps)
 	}
 	all := r.transcript(s)
-	if got := kinds(of(all, chat.KindApplying, chat.KindApplied)); got != "applying applied applied applying applied" {
+	if got := kinds(of(all, chat.KindApplying, chat.KindApplied)); got != "applying applied applying applied" {
 		t.Fatalf("the decisions on record: %s", got)
 	}
 	applied := of(all, chat.KindApplied)[0].Decision
@@ -96,7 +99,7 @@ func TestApplyingASubsetRunsOnlyThoseStepsAndWhatTheyDependOnOnce(t *testing.T) 
 	if !strings.Contains(string(applied.Results[0].Output), `"title":"Docs"`) {
 		t.Fatalf("the applied step's output: %s", applied.Results[0].Output)
 	}
-	if rest := of(all, chat.KindApplied)[2].Decision; !slices.Equal(rest.Steps, []string{"s1", "s2", "s3"}) || rest.Status != string(planexec.RunCompleted) {
+	if rest := of(all, chat.KindApplied)[1].Decision; !slices.Equal(rest.Steps, []string{"s1", "s2", "s3"}) || rest.Status != string(planexec.RunCompleted) {
 		t.Fatalf("the rest applied = %+v", rest)
 	}
 
@@ -277,7 +280,7 @@ func TestAProposalThatNeedsApprovalWaitsForThePersonAndRunsOnceApproved(t *testi
 	for _, o := range of(all, chat.KindApplied) {
 		statuses = append(statuses, o.Decision.Status)
 	}
-	if !slices.Equal(statuses, []string{"awaiting_approval", "completed", "completed"}) {
+	if !slices.Equal(statuses, []string{"awaiting_approval", "completed"}) { // the third apply recorded nothing
 		t.Fatalf("applied entries: %v", statuses)
 	}
 }
@@ -449,30 +452,44 @@ func TestTheEnginesAuthorizerIsAskedWhenAPlanIsProposed(t *testing.T) {
 	}
 }
 
-func TestTwoAppliesAtOnceDoEachStepOnceAndTheOneThatRanRecordsIt(t *testing.T) {
+func TestTwoAppliesAtOnceOnOneProcessRunOneAfterTheOtherAndTheOneThatRanRecordsIt(t *testing.T) {
 	r := newRig(t, proposer(threeSteps))
 	s := r.session("s1")
 	p := r.proposed(ana(), s)
 	r.tracker.created = make(chan struct{})
 	r.tracker.started = make(chan string, 8)
+	release := sync.OnceFunc(func() { close(r.tracker.created) })
+	t.Cleanup(release) // before the Chat's Close, which waits for the applies
 	ctx := context.Background()
 	first := make(chan error, 1)
 	go func() { _, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"}); first <- err }()
 	<-r.tracker.started // s3 runs for the first apply
-	_, err := r.chat.Apply(ctx, ana(), s, p.ID, []string{"s3"})
-	if !errors.Is(err, planexec.ErrInFlight) && !errors.Is(err, planexec.ErrRunBusy) {
-		t.Fatalf("the apply that came second, while s3 ran: %v, want in flight or busy", err)
+	type outcome struct {
+		res *planexec.Result
+		err error
 	}
-	close(r.tracker.created)
+	second := make(chan outcome, 1)
+	go func() { res, err := r.chat.Apply(ctx, dee(), s, p.ID, []string{"s3"}); second <- outcome{res, err} }()
+	// The second waits for the first; a caller that stops waiting is let go.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := r.chat.Apply(gone, ana(), s, p.ID, []string{"s3"}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an apply whose caller left while another ran: %v", err)
+	}
+	release()
 	if err := <-first; err != nil {
 		t.Fatal(err)
+	}
+	out := <-second
+	if out.err != nil || !out.res.Complete || !out.res.Steps["s3"].Replayed || out.res.Steps["s3"].Status != planexec.StepDone {
+		t.Fatalf("the apply that came second: %+v, %v; want the first's outcome", out.res, out.err)
 	}
 	if n := r.tracker.called("create_item"); n != 1 {
 		t.Fatalf("create_item ran %d times", n)
 	}
 	all := r.transcript(s)
 	d := of(all, chat.KindApplying, chat.KindApplied)
-	if kinds(d) != "applying applied" || d[1].Decision.Status != string(planexec.RunCompleted) {
+	if kinds(d) != "applying applied" || d[1].Decision.Status != string(planexec.RunCompleted) || d[1].By != "ana" {
 		t.Fatalf("on record: %s", mustJSON(d))
 	}
 }
@@ -610,4 +627,185 @@ func TestWhatAnApplyDidIsOnRecordWhenCloseStopsIt(t *testing.T) {
 	if r.tracker.called("update_item") != 0 {
 		t.Fatal("a step after the one Close interrupted ran")
 	}
+}
+
+// createThenClose proposes: s1 creates an item, s2 closes the item s1
+// created, reading its id from s1's outcome.
+const createThenClose = `{"goal":"ship","steps":[
+	{"id":"s1","tool":"create_item","arguments":{"title":"Docs"},"depends_on":[],"intent":"a docs item"},
+	{"id":"s2","tool":"update_item","arguments":{"id":{"$from":"s1","path":"/id"},"state":"done","version":1},"depends_on":["s1"],"intent":"close it"}]}`
+
+// dee may do what ana may.
+func dee() planexec.Delegation {
+	return planexec.Delegation{Tenant: "acme", User: "dee", Scope: writeScope}
+}
+
+func TestTwoPeopleApplyingOneProposalAtOnceRunEveryStepOnceAndTheRecordSaysWhatRan(t *testing.T) {
+	for _, sto := range testStores {
+		t.Run(sto.name, func(t *testing.T) {
+			for _, processes := range []int{1, 2} {
+				t.Run(fmt.Sprintf("%d processes", processes), func(t *testing.T) {
+					tr := newTracker()
+					cs := replicas(t, sto.open(t), tr, proposer(createThenClose), processes)
+					ctx := context.Background()
+					busy := 0
+					defer func() { t.Logf("%d of 24 applies were answered ErrApplying", busy) }()
+					for i := range 12 {
+						s := fmt.Sprintf("s%d", i)
+						if _, err := cs[0].Create(ctx, ana(), chat.SessionOptions{ID: s}); err != nil {
+							t.Fatal(err)
+						}
+						sent, err := cs[0].Send(ctx, ana(), s, "Ship the docs")
+						if err != nil {
+							t.Fatal(err)
+						}
+						var p *chat.Proposal
+						for o, err := range cs[0].Watch(ctx, "acme", s, sent.Seq-1) {
+							if err != nil {
+								t.Fatal(err)
+							}
+							if o.Kind == chat.KindProposal {
+								p = o.Proposal
+							}
+							if o.Kind == chat.KindDone {
+								break
+							}
+						}
+						creates, updates := tr.called("create_item"), tr.called("update_item")
+
+						start := make(chan struct{})
+						errs := make([]error, 2)
+						results := make([]*planexec.Result, 2)
+						var wg sync.WaitGroup
+						for j, who := range []planexec.Delegation{ana(), dee()} {
+							wg.Go(func() {
+								<-start
+								results[j], errs[j] = cs[j%processes].Apply(ctx, who, s, p.ID, nil)
+							})
+						}
+						close(start)
+						wg.Wait()
+
+						complete := 0
+						for j, err := range errs {
+							switch {
+							case err == nil && results[j].Complete:
+								complete++
+							case errors.Is(err, chat.ErrApplying):
+								busy++
+							default:
+								t.Fatalf("round %d: apply %d: %+v, %v; want complete or ErrApplying", i, j, results[j], err)
+							}
+						}
+						if complete == 0 {
+							t.Fatalf("round %d: neither apply completed: %v", i, errs)
+						}
+						if tr.called("create_item") != creates+1 || tr.called("update_item") != updates+1 {
+							t.Fatalf("round %d: create_item ran %d times, update_item %d", i, tr.called("create_item")-creates, tr.called("update_item")-updates)
+						}
+						all, err := cs[0].Transcript(ctx, "acme", s, 0, 0)
+						if err != nil {
+							t.Fatal(err)
+						}
+						d := of(all, chat.KindApplying, chat.KindApplied)
+						if kinds(d) != "applying applied" || d[1].Decision.Status != string(planexec.RunCompleted) ||
+							!slices.Equal(d[1].Decision.Steps, []string{"s1", "s2"}) || len(d[1].Decision.Results) != 2 {
+							t.Fatalf("round %d: on record: %s", i, mustJSON(d))
+						}
+						// A later apply goes on with that run: done, nothing more.
+						res, err := cs[processes-1].Apply(ctx, dee(), s, p.ID, nil)
+						if err != nil || !res.Complete || len(res.Steps) != 2 {
+							t.Fatalf("round %d: a later apply: %+v, %v", i, res, err)
+						}
+						if after, _ := cs[0].Transcript(ctx, "acme", s, 0, 0); len(after) != len(all) {
+							t.Fatalf("round %d: a later apply of the completed run recorded %s", i, kinds(after[len(all):]))
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestApplyingAgainAProposalWhoseRunCompletedReturnsItsOutcomeAndRecordsNothing(t *testing.T) {
+	r := newRig(t, proposer(threeSteps))
+	s := r.session("s1")
+	p := r.proposed(ana(), s)
+	ctx := context.Background()
+	first, err := r.chat.Apply(ctx, ana(), s, p.ID, nil)
+	if err != nil || !first.Complete {
+		t.Fatalf("the first apply: %+v, %v", first, err)
+	}
+	before := r.transcript(s)
+	for _, steps := range [][]string{nil, nil, {"s2"}, {"s3"}} {
+		res, err := r.chat.Apply(ctx, dee(), s, p.ID, steps)
+		if err != nil || !res.Complete || res.RunID != first.RunID || len(res.Steps) != 3 {
+			t.Fatalf("applying %v again: %+v, %v", steps, res, err)
+		}
+		for id, sr := range first.Steps {
+			if got := res.Steps[id]; !got.Replayed || got.Status != planexec.StepDone || got.Tool != sr.Tool || string(got.Outcome) != string(sr.Outcome) {
+				t.Fatalf("applying %v again, step %s: %+v, want the outcome on record %s", steps, id, got, sr.Outcome)
+			}
+		}
+	}
+	// The outcome is the person's only if they could apply the proposal.
+	var pve *planexec.PlanValidationError
+	if res, err := r.chat.Apply(ctx, ben(), s, p.ID, nil); !errors.As(err, &pve) || pve.Reason != planexec.ReasonNotAllowed || res != nil {
+		t.Fatalf("ben, who may only read, applying again: %+v, %v; want not_allowed", res, err)
+	}
+	if after := r.transcript(s); len(after) != len(before) {
+		t.Fatalf("applying again recorded %s", kinds(after[len(before):]))
+	}
+	if r.tracker.called("create_item") != 2 || r.tracker.called("update_item") != 1 {
+		t.Fatalf("create_item ran %d times, update_item %d", r.tracker.called("create_item"), r.tracker.called("update_item"))
+	}
+}
+
+func TestAToolsErrorMessageIsBoundedAsItsOutputIs(t *testing.T) {
+	long := strings.Repeat("é", 1<<19) // 1 MiB
+	fail := func(ctx context.Context, a struct{}) (string, error) {
+		return "", &chat.ToolError{Code: "conflict", Message: long}
+	}
+	loud := planexec.MustTool("loud", "Fails at length.", fail)
+	louder := planexec.MustTool("louder", "Fails at length, as a step.", fail)
+	model := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		switch u := lastUser(req); {
+		case strings.HasPrefix(u, "Results"):
+			return say("It failed.")
+		case strings.HasSuffix(u, "Read"):
+			return say("", call("loud", `{}`))
+		}
+		return say("", call("propose_plan", `{"goal":"fail","steps":[{"id":"s1","tool":"louder","arguments":{},"depends_on":[],"intent":""}]}`))
+	})
+	tr := newTracker()
+	engine, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{louder}, Store: memory.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRigOn(t, tr, model, func(c *chat.Config) { c.Reads, c.Engine = append(c.Reads, loud), engine })
+	s := r.session("s1")
+	person := ana()
+	person.Scope = nil
+	bounded := func(what, msg string) {
+		t.Helper()
+		if len(msg) > chat.DefaultMaxResultBytes || !utf8.ValidString(msg) || !strings.HasPrefix(msg, "éé") || !strings.HasSuffix(msg, "(truncated)") {
+			t.Fatalf("%s: %d bytes, valid UTF-8 %v, ends %q; want at most %d, cut on a rune and marked", what, len(msg), utf8.ValidString(msg), msg[max(0, len(msg)-20):], chat.DefaultMaxResultBytes)
+		}
+	}
+	out := r.turn(person, s, "Read")
+	res := of(out, chat.KindToolResult)[0].Result
+	if res.Error == nil || res.Error.Code != "conflict" {
+		t.Fatalf("the read's result: %+v", res)
+	}
+	bounded("the read's error", res.Error.Message)
+
+	p := of(r.turn(person, s, "Propose"), chat.KindProposal)[0].Proposal
+	if _, err := r.chat.Apply(context.Background(), person, s, p.ID, nil); err == nil {
+		t.Fatal("a failing step applied without error")
+	}
+	applied := of(r.transcript(s), chat.KindApplied)
+	if len(applied) != 1 || len(applied[0].Decision.Results) != 1 {
+		t.Fatalf("on record: %s", mustJSON(applied))
+	}
+	bounded("the applied step's error", applied[0].Decision.Results[0].Error)
 }

@@ -790,7 +790,9 @@ var wireScript = []string{
 	wireEnvelope("", call("list_items", `{}`)),
 	wireEnvelope("Proposing it.", call("propose_plan", `{"goal":"track the changelog","steps":[{"id":"s1","tool":"create_item","arguments":{"title":"Write the changelog"},"depends_on":[],"intent":"add it"}]}`)),
 	wireEnvelope("It waits for you."),
-	// Turn 3 (compacted again, over the first summary): a read, an answer.
+	// Turn 3, ben's (compacted again, from the start: the first summary
+	// holds ana's applied outcome, which ben may not read): a read, an
+	// answer.
 	wireEnvelope("", call("get_item", `{"id":"T-1"}`)),
 	wireEnvelope("T-1 is done; the changelog item was rejected."),
 }
@@ -846,7 +848,8 @@ func wireConverse(t *testing.T, api *wireAPI, model llm.Model) {
 		t.Fatalf("%d scripted answers were never asked for", n)
 	}
 
-	// Both compactions happened, the second over the first's summary.
+	// Both compactions happened, the second, for ben, without the first's
+	// summary, which holds what he may not read.
 	if n := len(of(all, chat.KindCompacted)); n != 2 {
 		t.Fatalf("%d compacted outputs, want 2 (turns 2 and 3): %s", n, kinds(all))
 	}
@@ -871,9 +874,10 @@ func wireConverse(t *testing.T, api *wireAPI, model llm.Model) {
 		t.Fatalf("the first summary request does not hold turn 1 and its applied decision:\n%s", strings.Join(first, "\n---\n"))
 	}
 	second := summaries[1].conversation()
-	if !strings.HasPrefix(second[0], "Summary of the conversation before this point") || !strings.Contains(second[0], "Summary 1:") ||
-		!strings.Contains(strings.Join(second, "\n"), "rejected proposal t2r2c1") {
-		t.Fatalf("the second summary request does not hold the first summary and turn 2's rejection:\n%s", strings.Join(second, "\n---\n"))
+	if told := strings.Join(second, "\n"); !strings.HasPrefix(second[0], "ana: What is open") || strings.Contains(told, "Summary 1:") ||
+		!strings.Contains(told, "applied proposal t1r3c1 (steps s1): the run is completed. What each step did: Withheld") ||
+		!strings.Contains(told, "rejected proposal t2r2c1") {
+		t.Fatalf("the second summary request, for ben, does not hold the conversation from its start, ana's applied outcome withheld, and turn 2's rejection:\n%s", strings.Join(second, "\n---\n"))
 	}
 	for _, ex := range summaries {
 		if ex.Format != "" || ex.Tool != "" {

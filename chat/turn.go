@@ -30,19 +30,24 @@ type Sent struct {
 // runs on after Send returns (until it ends, is cancelled, or the Chat is
 // closed); watch the session to follow it.
 //
-// Only a person may send: a delegation naming an agent is ErrNotPerson. The
-// message must be valid UTF-8 of 1 to Config.MaxMessageRunes characters, not
-// all white space (*MessageError). While a turn of the session runs, on this
+// Only a person may send: a delegation naming an agent is ErrNotPerson, and
+// a call from inside a tool's execution (a read the planner made, a step of
+// an applied proposal, any step an executor runs) is ErrInTool, so the
+// planner acting for a person never makes the person send. The message must
+// be valid UTF-8 of 1 to Config.MaxMessageRunes characters, not all white
+// space (*MessageError). While a turn of the session runs, on this
 // process or another, Send is ErrTurnBusy and stores nothing. A turn whose
 // process stopped is repaired first: its calls that never got a result are
 // answered as not run, and it is ended, in the same write as the message.
 //
 // The turn acts for the person: every read runs under the person's
 // delegation, narrowed to the agent "planner:<session>", so the planner can
-// read exactly what the person may. The turn keeps ctx's values but not its
+// read exactly what the person may, and of what others read it is shown
+// only what the person could have read (see Authority in the package
+// documentation). The turn asks Config.Skills, if set, for its skill. The turn keeps ctx's values but not its
 // cancellation: it outlives the request that started it.
 func (c *Chat) Send(ctx context.Context, person planexec.Delegation, session, text string) (Sent, error) {
-	if err := c.person(person); err != nil {
+	if err := c.person(ctx, person); err != nil {
 		return Sent{}, err
 	}
 	if err := c.checkMessage(text); err != nil {
@@ -67,12 +72,12 @@ func (c *Chat) Send(ctx context.Context, person planexec.Delegation, session, te
 	}()
 	var (
 		res store.TurnResult
+		rec *store.SessionRecord
 		doc *sessionDoc
 	)
 	// A watcher on another process may repair a dead turn between our read
 	// and our write: the epoch moves on, and a fresh read tells.
 	for attempt := 0; ; attempt++ {
-		var rec *store.SessionRecord
 		if rec, doc, err = c.load(ctx, person.Tenant, session); err != nil {
 			return Sent{}, err
 		}
@@ -110,15 +115,17 @@ func (c *Chat) Send(ctx context.Context, person planexec.Delegation, session, te
 	c.notify(k)
 	c.stats.turns.Add(1)
 
-	tctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	tctx, cancel := context.WithCancelCause(runningTools(context.WithoutCancel(ctx)))
 	c.mu.Lock()
 	c.turns[k] = cancel
 	if c.closed {
 		cancel(errServiceStopped)
 	}
 	c.mu.Unlock()
+	now := c.cfg.Now()
+	rec.Seq, rec.Updated, rec.Turn = res.Seq, now, store.TurnState{Epoch: res.Epoch, Holder: c.cfg.Holder, Until: now.Add(c.cfg.Lease)}
 	t := &turn{
-		c: c, key: k, epoch: res.Epoch, number: doc.Turns, doc: doc,
+		c: c, key: k, epoch: res.Epoch, number: doc.Turns, doc: doc, session: sessionOf(rec, doc, now),
 		person: person, planner: planner, ctx: tctx, cancel: cancel, seq: res.Seq,
 	}
 	started = true
@@ -153,9 +160,9 @@ func (c *Chat) checkMessage(text string) error {
 // it: no tool call starts after the turn learns of it (at its next write, or
 // at once in this process), calls not started are recorded as not run, and
 // the turn ends cancelled. It reports whether a turn was running. Only a
-// person may cancel.
+// person may cancel (see Send).
 func (c *Chat) Cancel(ctx context.Context, person planexec.Delegation, session string) (bool, error) {
-	if err := c.person(person); err != nil {
+	if err := c.person(ctx, person); err != nil {
 		return false, err
 	}
 	if err := c.open(); err != nil {
@@ -188,6 +195,7 @@ type turn struct {
 	epoch   int64
 	number  int64
 	doc     *sessionDoc
+	session Session // as the turn took it
 	person  planexec.Delegation
 	planner planexec.Delegation
 	ctx     context.Context
@@ -197,7 +205,9 @@ type turn struct {
 
 	mu      sync.Mutex // guards seq and writes' order
 	seq     int64      // the session's last entry
+	summary *Summary   // the summary the model is sent, if one may be
 	history []Output   // what the model is told: entries after the summary
+	judged  map[string]bool
 	rounds  int
 }
 
@@ -207,7 +217,7 @@ type turn struct {
 func (t *turn) run() {
 	stop := t.renew()
 	defer stop()
-	t.system = t.c.system(t.doc.Skill)
+	t.system = t.c.system(t.key.tenant, t.doc.Project, t.skill())
 	if err := t.loadHistory(); err != nil {
 		t.fail("the conversation could not be read", err)
 		return
@@ -231,7 +241,8 @@ func (t *turn) run() {
 			t.fail(failureText(err), err)
 			return
 		}
-		msg := Output{Kind: KindMessage, Turn: t.number, Role: "assistant", Text: ans.Text, Model: resp.Model, Usage: resp.Usage}
+		msg := Output{Kind: KindMessage, Turn: t.number, Role: "assistant", Text: ans.Text, Model: resp.Model, Usage: resp.Usage,
+			For: t.person.User, SeenAfter: t.after()}
 		entries := []Output{msg}
 		calls := make([]Call, len(ans.Calls))
 		for i, wc := range ans.Calls {
@@ -273,6 +284,21 @@ func (t *turn) run() {
 	}
 }
 
+// skill is the turn's skill: Config.Skills's, or, without it or when it
+// fails, the session's stored skill.
+func (t *turn) skill() string {
+	if t.c.cfg.Skills == nil {
+		return t.doc.Skill
+	}
+	skill, err := t.c.cfg.Skills(t.ctx, t.person, t.session)
+	if err != nil {
+		t.c.cfg.Logger.LogAttrs(context.WithoutCancel(t.ctx), slog.LevelWarn, "chat: the skill provider failed; the turn goes on with the session's skill",
+			slog.String("tenant", t.key.tenant), slog.String("session", t.key.id), slog.Int64("turn", t.number), slog.Any("error", err))
+		return t.doc.Skill
+	}
+	return skill
+}
+
 // stopped reports whether the turn was cancelled, in this process or (as
 // its last write said) on another.
 func (t *turn) stopped() bool { return t.ctx.Err() != nil }
@@ -290,6 +316,8 @@ func notRun(turn int64, calls []Call, why string) []Output {
 func failureText(err error) string {
 	var pe *llm.ProviderError
 	switch {
+	case errors.Is(err, errCutOff):
+		return "The planner's answer was cut off at the model's length limit. Send a message to try again."
 	case errors.Is(err, errMalformedAnswer):
 		return "The planner's answer was not in the expected form. Send a message to try again."
 	case errors.As(err, &pe) && pe.Retryable:
@@ -388,16 +416,26 @@ func (t *turn) meter(resp *llm.Response) {
 	t.doc.Usage[model] = t.doc.Usage[model].Add(resp.Usage)
 }
 
-// loadHistory reads what the model is told: the entries after the summary.
+// loadHistory reads what the model is told: the summary, when the person
+// may be sent it, and the entries after it (all of them without it), each
+// withheld that the person could not have read.
 func (t *turn) loadHistory() error {
-	var after int64
-	if t.doc.Summary != nil {
-		after = t.doc.Summary.UpTo
+	if t.usable(t.doc.Summary) {
+		t.summary = t.doc.Summary
 	}
-	out, err := t.c.transcript(context.WithoutCancel(t.ctx), t.key, after, t.seq)
+	out, err := t.c.transcript(context.WithoutCancel(t.ctx), t.key, t.after(), t.seq)
 	if err != nil {
 		return err
 	}
-	t.history = out
+	t.history = t.shown(out)
 	return nil
+}
+
+// after is the entry after which the model is sent the transcript: the
+// summary's UpTo, 0 without one.
+func (t *turn) after() int64 {
+	if t.summary == nil {
+		return 0
+	}
+	return t.summary.UpTo
 }

@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
@@ -284,5 +285,87 @@ func TestASessionIdIsLettersDigitsDotsDashesAndUnderscores(t *testing.T) {
 		if _, err := r.chat.Create(ctx, ana(), chat.SessionOptions{ID: id}); !errors.As(err, &ce) {
 			t.Errorf("%q: %v, want a *ConfigurationError", id, err)
 		}
+	}
+}
+
+// truncating is a model adapter that answers as the providers' adapters do
+// when the answer reaches the token limit: the answer, and an error that
+// says it was cut off.
+type truncating struct{ llm.Model }
+
+func (m truncating) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	resp, err := m.Model.Generate(ctx, req)
+	if err == nil && resp.FinishReason == "max_tokens" {
+		return resp, &llm.ProviderError{Provider: "anthropic", Err: llm.ErrTruncated}
+	}
+	return resp, err
+}
+
+func TestAnAnswerCutOffAtTheLengthLimitRunsNoneOfItsCallsAndIsAskedAgain(t *testing.T) {
+	cutAnswer := say("Looking, and proposing.", call("list_items", `{}`), call("propose_plan", threeSteps)).Content
+	for _, tc := range []struct {
+		name  string
+		cut   scripted.Reply
+		model func(*scripted.Model) llm.Model
+	}{
+		{"the provider's finish reason length, no error", scripted.Reply{Content: cutAnswer, FinishReason: "length"},
+			func(m *scripted.Model) llm.Model { return m }},
+		{"the adapter's llm.ErrTruncated", scripted.Reply{Content: cutAnswer, FinishReason: "max_tokens"},
+			func(m *scripted.Model) llm.Model { return truncating{m} }},
+	} {
+		t.Run(tc.name+": answered again, the turn goes on and the cut answer is on no record", func(t *testing.T) {
+			model := scripted.New(tc.cut, say("T-1 is open, as far as I know."))
+			r := newRig(t, tc.model(model))
+			s := r.session("s1")
+			out := r.turn(ana(), s, "What is open?")
+			if got := kinds(out); got != "message text message done" || out[len(out)-1].Done.Reason != chat.EndTurn {
+				t.Fatalf("the turn: %s", got)
+			}
+			if n := r.tracker.called("list_items"); n != 0 {
+				t.Fatalf("a call of the cut-off answer ran %d times", n)
+			}
+			reqs := model.Requests()
+			if fix := lastUser(&reqs[1]); !strings.Contains(fix, "Your last answer was cut off before its end") || !strings.Contains(fix, "Answer again") {
+				t.Fatalf("the model was not told its answer was cut off:\n%s", fix)
+			}
+			if strings.Contains(mustJSON(r.transcript(s)), "Looking, and proposing") {
+				t.Fatal("the cut-off answer went on record")
+			}
+		})
+		t.Run(tc.name+": cut off every time, the turn fails in fixed words", func(t *testing.T) {
+			model := scripted.New(tc.cut, tc.cut, tc.cut, say("never asked"))
+			r := newRig(t, tc.model(model))
+			s := r.session("s1")
+			out := r.turn(ana(), s, "What is open?")
+			if got := kinds(out); got != "message error done" || out[len(out)-1].Done.Reason != chat.Failed {
+				t.Fatalf("the turn: %s", got)
+			}
+			if text := of(out, chat.KindError)[0].Text; text != "The planner's answer was cut off at the model's length limit. Send a message to try again." {
+				t.Fatalf("the error shown: %q", text)
+			}
+			if n := len(model.Requests()); n != 3 {
+				t.Fatalf("the model was asked %d times, want the call and two notes", n)
+			}
+			if n := r.tracker.called("list_items"); n != 0 || len(of(r.transcript(s), chat.KindProposal, chat.KindToolCall)) != 0 {
+				t.Fatalf("a cut-off answer was acted on: list_items ran %d times; %s", n, kinds(r.transcript(s)))
+			}
+		})
+	}
+}
+
+func TestAConversationStoredWithAnAnswerFirstReachesTheModelWithThePersonFirst(t *testing.T) {
+	model := scripted.New(say("Glad to help."))
+	r := newRig(t, model)
+	s := r.session("s1")
+	// A service that greets first stores the planner's greeting itself.
+	greeting := json.RawMessage(`{"v":1,"kind":"message","role":"assistant","text":"Hello, I am the tracker's planner."}`)
+	if _, err := r.store.AppendEntries(context.Background(), "acme", s, []json.RawMessage{greeting}); err != nil {
+		t.Fatal(err)
+	}
+	r.turn(ana(), s, "Hi")
+	msgs := model.Requests()[0].Messages
+	if len(msgs) != 1 || msgs[0].Role != llm.RoleUser || !strings.Contains(msgs[0].Content, "Hello, I am the tracker's planner.") ||
+		!strings.HasSuffix(msgs[0].Content, "ana: Hi") {
+		t.Fatalf("the request: %+v", msgs)
 	}
 }

@@ -141,13 +141,18 @@ func (h *handler) authed(serve func(http.ResponseWriter, *http.Request, planexec
 
 func (h *handler) create(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
 	var body struct {
-		ID    string `json:"id,omitempty"`
-		Skill string `json:"skill,omitempty"`
+		ID      string `json:"id,omitempty"`
+		Skill   string `json:"skill,omitempty"`
+		Project string `json:"project,omitempty"`
 	}
 	if !h.decode(w, r, &body, problemNotUTF8) {
 		return
 	}
-	s, err := h.chat.Create(r.Context(), person, chat.SessionOptions{ID: body.ID, Skill: body.Skill})
+	s, err := h.chat.Create(r.Context(), person, chat.SessionOptions{ID: body.ID, Skill: body.Skill, Project: body.Project})
+	if ce, ok := errors.AsType[*planexec.ConfigurationError](err); ok && strings.HasPrefix(ce.Why, "the session's project") {
+		writeProblem(w, problem{http.StatusBadRequest, "invalid_project", "A project is at most " + strconv.Itoa(chat.MaxProjectRunes) + " characters of text, with no control characters."})
+		return
+	}
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -872,6 +872,7 @@ func TestRefusalsAreFixedJSON(t *testing.T) {
 		{"a session id with a control character", "ana", "POST", "/sessions", `{"id": "a\u0007"}`, 400, "invalid_session_id"},
 		{"a session id that is a path", "ana", "POST", "/sessions", `{"id": "s1/proposals/t1r2c1/apply?"}`, 400, "invalid_session_id"},
 		{"a session id that is a path's parent", "ana", "POST", "/sessions", `{"id": ".."}`, 400, "invalid_session_id"},
+		{"a project with a control character", "ana", "POST", "/sessions", `{"id": "s3", "project": "a\u0007"}`, 400, "invalid_project"},
 		{"a session that exists", "ana", "POST", "/sessions", `{"id": "s1"}`, 409, "session_exists"},
 		{"no such session", "ana", "GET", "/sessions/nope", nil, 404, "no_session"},
 		{"a message to no session", "ana", "POST", "/sessions/nope/messages", `{"text": "hi"}`, 404, "no_session"},
@@ -965,5 +966,21 @@ func TestADenialIsAnsweredInFixedWords(t *testing.T) {
 	e := checkError(t, status, body, http.StatusUnprocessableEntity, "apply_refused")
 	if e.Message != `Step "s1" ("publish") was not approved.` {
 		t.Errorf("the denial answered %q", e.Message)
+	}
+}
+
+// A session created with a project keeps it: the planner is told it, and
+// the session says it.
+func TestASessionIsCreatedWithItsProject(t *testing.T) {
+	f := newFixture(t, options{})
+	var s chat.Session
+	f.must(http.StatusCreated, "ana", "POST", "/sessions", map[string]string{"id": "s1", "project": "Release 2.4"}, &s)
+	if s.Project != "Release 2.4" {
+		t.Fatalf("created %+v, want project Release 2.4", s)
+	}
+	var got chat.Session
+	f.must(http.StatusOK, "ana", "GET", "/sessions/s1", nil, &got)
+	if got.Project != "Release 2.4" {
+		t.Errorf("read back %+v, want project Release 2.4", got)
 	}
 }

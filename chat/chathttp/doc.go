@@ -11,7 +11,7 @@
 //
 // # Routes
 //
-//	POST /sessions                                    {"id"?, "skill"?}      201 the session
+//	POST /sessions                          {"id"?, "skill"?, "project"?}    201 the session
 //	GET  /sessions/{id}                                                      200 the session
 //	POST /sessions/{id}/messages                      {"text"}               202 {"turn", "seq"}
 //	POST /sessions/{id}/cancel                                               200 {"cancelled"}
@@ -45,7 +45,7 @@
 // Errors are JSON, {"error": {"code": "...", "message": "..."}}, in fixed
 // words: what a store, a model or a tool said goes to Config.Logger, never
 // to the client. The codes: unauthenticated (401), invalid_request,
-// invalid_message, invalid_session_id, no_step (400), not_a_person,
+// invalid_message, invalid_session_id, invalid_project, no_step (400), not_a_person,
 // forbidden, cross_origin (403), no_session, no_proposal, not_found (404),
 // turn_busy, session_exists, decided, applying (409), too_large (413),
 // unsupported_media_type (415), apply_refused (422, with the engine's
