@@ -66,7 +66,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, req *chatReque
 		writeError(w, http.StatusBadGateway, "server_error", "", "upstream_error", "The model failed.")
 		return
 	}
-	out := newResponder(w, req, s.cfg.Now())
+	out := newResponder(w, req, s.cfg.Now(), s.cfg.WriteTimeout, nil)
 	finish := "stop"
 	if resp.FinishReason == "length" {
 		finish = "length"

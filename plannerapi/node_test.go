@@ -59,13 +59,7 @@ type nodeSession struct {
 // its accumulating stream helper, through a planner session that hands the
 // client's tool back and resumes once given the result.
 func TestTheOfficialNodeClientStreamsAPlannerSessionWithAToolHandedBack(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH; install Node 20+ and run `npm ci --prefix plannerapi/testdata/node`")
-	}
-	if _, err := os.Stat(filepath.Join("testdata", "node", "node_modules", "openai")); err != nil {
-		t.Skip("the Node client is not installed: run `npm ci --prefix plannerapi/testdata/node`")
-	}
+	node := nodeClient(t)
 	tr := newTrip(t, confirmPlan)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -154,4 +148,56 @@ func nodeFailure(s nodeSession) string {
 			"replays that message as it is (openai-node issue #1161): a compatible server has to take it.\nthe message sent back: " + string(s.Resent)
 	}
 	return msg
+}
+
+// The official Node client reads an error that ends a stream as the API
+// error it is: its type and code, as the same error answered over HTTP.
+func TestTheOfficialNodeClientReadsAnErrorThatEndsAStream(t *testing.T) {
+	node := nodeClient(t)
+	hs := refusingServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, filepath.Join("testdata", "node", "refused.mjs"), hs.URL)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("refused.mjs: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	var got struct {
+		SDKVersion string `json:"sdk_version"`
+		Chunks     int    `json:"chunks"`
+		Error      *struct {
+			Name, Type, Code, Message string
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &got); err != nil {
+		t.Fatalf("refused.mjs printed %q: %v\nstderr: %s", stdout.String(), err, stderr.String())
+	}
+	t.Logf("openai %s: %s", got.SDKVersion, strings.TrimSpace(stdout.String()))
+	if got.Chunks == 0 {
+		t.Error("the stream failed before it began: nothing tells an error event apart from an error answer")
+	}
+	if got.Error == nil || got.Error.Name != "APIError" || got.Error.Code != "plan_refused" || got.Error.Type != "invalid_request_error" {
+		t.Errorf("the SDK threw %+v, want an APIError of type invalid_request_error, code plan_refused", got.Error)
+	}
+}
+
+// nodeClient is the path of node, with the pinned client installed; without
+// them the test is skipped, unless PLANEXEC_REQUIRE_NODE=1 (as in CI), when
+// it fails.
+func nodeClient(t *testing.T) string {
+	t.Helper()
+	skip := t.Skip
+	if os.Getenv("PLANEXEC_REQUIRE_NODE") == "1" {
+		skip = t.Fatal
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		skip("node is not on PATH; install Node 20+ and run `npm ci --prefix plannerapi/testdata/node`")
+	}
+	if _, err := os.Stat(filepath.Join("testdata", "node", "node_modules", "openai")); err != nil {
+		skip("the Node client is not installed: run `npm ci --prefix plannerapi/testdata/node`")
+	}
+	return node
 }

@@ -24,17 +24,33 @@
 // conversation is the request's messages. A session whose run answered, or
 // failed, starts over when the conversation takes a new turn (its last
 // message a user's, after an assistant's), as a new run ("<session>~2",
-// "~3", …), so nothing of the last one is replayed in it; a request that
-// repeats the last one (a retry) gets the same answer or question. A
-// session paused for longer than Config.SessionTTL starts over too, and
-// says so (the response's X-Session-Status header is "restarted"). A
-// session id is at most 256 bytes and holds no "~".
+// "~3", …), so nothing of the last one is replayed in it, except that a
+// tool that failed twice in the session is not offered again in any later
+// run of it. A request that repeats the last one (a retry) gets the same
+// answer or pause. A session paused for longer than Config.SessionTTL
+// starts over too, and says so (the response's X-Session-Status header is
+// "restarted"). A session id is at most 256 bytes and holds no "~".
+//
+// A session runs one request at a time, and no round of it is planned
+// twice. Within a server, a request on a session another request is
+// running waits its turn (bounded by its own context; past 16 waiting, it
+// is 409 session_busy) and then answers from where the session stands: a
+// retry of a request gets its answer. A request on a session another
+// replica is running is session_busy at once, with where the session
+// stands in the error's metadata; nothing of the session changes.
+//
+// Sessions are resumed by their clients. A client that disconnects, or
+// stops reading a stream, stops its run at the next step boundary, with
+// everything finished on record; the same session id resumes it. A service
+// serving planner mode must not resume its sessions with
+// planexec.Executor.Recover, which would run them without the tools their
+// clients pass, racing the clients that come back.
 //
 // # Handing control back
 //
 // A run pauses, stored, and the response says why:
 //   - a tool the client passed in "tools": finish_reason "tool_calls" and
-//     the call in message.tool_calls; the client sends its result as a
+//     the calls in message.tool_calls; the client sends each result as a
 //     "tool" message with that tool_call_id;
 //   - a question for the person (plan_status clarification_requested): the
 //     answer is the next user message;
@@ -46,7 +62,19 @@
 //     "by": "..."}]; the approver on record is the authenticated caller
 //     (with whom "by" names).
 //
-// Each resumes the same way: a follow-up request with the same session id.
+// A run may wait on calls and approvals at once; the response then holds
+// both. Each resumes the same way: a follow-up request with the same
+// session id. A request that brings nothing new for the pause (one resent
+// because its response was lost) is answered with the same pause again, so
+// a client always learns what its session waits for. Results and
+// decisions are checked against what the session waits for before any is
+// recorded: a request with a wrong entry (for a call or request the
+// session does not wait for, or one named twice) records nothing and is
+// 400 naming the entry, with what the session waits for in the error's
+// metadata (session_status, tool_calls, approvals, question, in_doubt).
+// Results or decisions for only some of what it waits for are recorded,
+// and the answer says what still waits. One recorded before, sent again,
+// stands as first given.
 //
 // # The rest of the request
 //
@@ -59,12 +87,29 @@
 // # Limits
 //
 // A body past Config.MaxBodyBytes is 413; more planner runs at once than
-// Config.MaxRuns, 429. A run takes at most the executor's MaxRounds rounds
-// (15 by default) and answers from the work done at the bound; a tool that
-// fails twice in a session is not offered again; each tool's reply is
-// bounded by Config.ToolTimeout (60 seconds by default). A client that disconnects stops
-// its run at the next step boundary, with everything finished on record:
-// the same session id resumes it.
+// Config.MaxRuns, 429. "tools" holds at most Config.MaxTools tools (128, as
+// OpenAI allows), each with a name of 1 to 64 letters, digits, "_" or "-",
+// a description of at most 4 KiB and parameters of at most 16 KiB; past
+// any of them the request is 400 naming the tool. A run takes at most the
+// executor's MaxRounds rounds (15 by default) and answers from the work
+// done at the bound; each tool's reply is bounded by Config.ToolTimeout (60
+// seconds by default). Each write of a response is bounded by
+// Config.WriteTimeout (10 seconds by default): a client that does not read
+// loses its response, and its run stops as on a disconnect, freeing its
+// place among Config.MaxRuns.
+//
+// # Errors
+//
+// Errors are OpenAI's shape, {"error": {"message", "type", "param",
+// "code"}}, with these codes: 400 with the param at fault; 401
+// invalid_api_key; 404 model_not_found; 409 session_busy (another request
+// or replica runs the session) and step_in_doubt (a step's effect awaits
+// settling); 413 request_too_large; 422 plan_refused (the planner kept
+// writing plans that were refused); 429 too_many_runs; 500 run_failed; 504
+// timeout (the session resumes where it stopped). An error about where a
+// session stands (400 for a wrong result or decision, 409) says so in
+// error.metadata. A stream already under way ends with the same error as
+// an event, data: {"error": {...}}, then [DONE].
 package plannerapi
 
 import (
@@ -106,6 +151,8 @@ type Config struct {
 	// MaxRuns bounds the planner runs served at once; past it a request is
 	// 429. Default: 64.
 	MaxRuns int
+	// MaxTools bounds a request's "tools". Default: 128.
+	MaxTools int
 	// SessionTTL is how long a paused session waits for the client to
 	// resume it. Default: 1 hour.
 	SessionTTL time.Duration
@@ -114,16 +161,21 @@ type Config struct {
 	// ToolTimeout bounds each of a run's tool calls (a step past it fails,
 	// and shows as timeout). Default: 60 seconds.
 	ToolTimeout time.Duration
+	// WriteTimeout bounds each write of a planner-mode response: a client
+	// that has not taken a write by then loses the response, and its run
+	// stops as on a disconnect. Default: 10 seconds.
+	WriteTimeout time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 }
 
 // Server serves the API. It is an http.Handler, safe for concurrent use.
 type Server struct {
-	cfg   Config
-	runs  chan struct{} // a token per planner run being served
-	names []string      // the models' names, sorted
-	mux   *http.ServeMux
+	cfg      Config
+	runs     chan struct{} // a token per planner run being served
+	sessions sessionLocks  // one request at a time per session
+	names    []string      // the models' names, sorted
+	mux      *http.ServeMux
 }
 
 // New checks cfg and builds a server.
@@ -148,6 +200,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRuns <= 0 {
 		cfg.MaxRuns = 64
 	}
+	if cfg.MaxTools <= 0 {
+		cfg.MaxTools = 128
+	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = time.Hour
 	}
@@ -156,6 +211,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ToolTimeout <= 0 {
 		cfg.ToolTimeout = time.Minute
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 10 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -177,27 +235,34 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// apiError is OpenAI's error body.
+// apiError is OpenAI's error body. Metadata, in planner mode, says where
+// the session stands (see waits).
 type apiError struct {
-	Error struct {
-		Message string  `json:"message"`
-		Type    string  `json:"type"`
-		Param   *string `json:"param"`
-		Code    *string `json:"code"`
-	} `json:"error"`
+	Error apiErrorBody `json:"error"`
 }
 
-// writeError answers status with an error in OpenAI's shape.
-func writeError(w http.ResponseWriter, status int, typ, param, code, message string) {
-	var e apiError
-	e.Error.Message, e.Error.Type = message, typ
+type apiErrorBody struct {
+	Message  string         `json:"message"`
+	Type     string         `json:"type"`
+	Param    *string        `json:"param"`
+	Code     *string        `json:"code"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+func errorBody(typ, param, code, message string, meta map[string]any) apiError {
+	e := apiError{Error: apiErrorBody{Message: message, Type: typ, Metadata: meta}}
 	if param != "" {
 		e.Error.Param = &param
 	}
 	if code != "" {
 		e.Error.Code = &code
 	}
-	writeJSON(w, status, e)
+	return e
+}
+
+// writeError answers status with an error in OpenAI's shape.
+func writeError(w http.ResponseWriter, status int, typ, param, code, message string) {
+	writeJSON(w, status, errorBody(typ, param, code, message, nil))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -293,12 +358,22 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("A session id is at most %d bytes and holds no %q.", maxSessionID, generationMark))
 		return
 	}
-	for i, t := range req.Tools {
-		if !toolName.MatchString(t.Function.Name) {
-			badRequest(fmt.Sprintf("tools[%d].function.name", i), "A tool's name is 1 to 64 letters, digits, underscores or dashes.").write(w)
-			return
-		}
+	job, p := s.prepare(caller, req)
+	if p != nil {
+		p.write(w)
+		return
 	}
+	// One request at a time per session: the next waits its turn, then
+	// answers from where the session stands.
+	unlock, err := s.sessions.lock(r.Context(), sessionKey{caller, session})
+	switch {
+	case errors.Is(err, errQueueFull):
+		s.busy(w, r, job, session)
+		return
+	case err != nil:
+		return // the client went away while it waited
+	}
+	defer unlock()
 	select {
 	case s.runs <- struct{}{}:
 		defer func() { <-s.runs }()
@@ -306,7 +381,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "", "too_many_runs", "Too many planner runs at once; try again shortly.")
 		return
 	}
-	s.plan(w, r, caller, session, req, model)
+	s.plan(w, r, session, job, model)
 }
 
 // problem is a request refused before anything ran.
@@ -314,11 +389,11 @@ type problem struct {
 	status        int
 	param, reason string
 	message       string
+	meta          map[string]any // where the session stands, when it is about the session
 }
 
 func (p *problem) write(w http.ResponseWriter) {
-	typ := "invalid_request_error"
-	writeError(w, p.status, typ, p.param, p.reason, p.message)
+	writeJSON(w, p.status, errorBody("invalid_request_error", p.param, p.reason, p.message, p.meta))
 }
 
 func badRequest(param, message string) *problem {
@@ -332,6 +407,12 @@ const (
 	generationMark = "~"
 )
 
+// Bounds of a tool a client passes, beside its name.
+const (
+	maxToolDescription = 4 << 10
+	maxToolParameters  = 16 << 10
+)
+
 // toolName is what OpenAI allows a function's name to be.
 var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
@@ -339,22 +420,31 @@ var toolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // replica.
 const inFlight = "The session is being continued elsewhere (another request, or a replica resuming it); try again in a moment."
 
-// errorStatus answers a run's error in OpenAI's shape.
-func errorStatus(w http.ResponseWriter, err error) {
+// refusal is how an error of a run is answered: an HTTP status, and
+// OpenAI's error type and code.
+type refusal struct {
+	status        int
+	typ, code     string
+	message       string
+	sessionStatus bool // the answer names where the session stands
+}
+
+// refusalOf says how err is answered; false for a client that went away,
+// which is answered nothing.
+func refusalOf(err error) (refusal, bool) {
 	var perr *planexec.PlanValidationError
 	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		// The client went away: nothing to answer.
+	case errors.Is(err, errGone), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return refusal{}, false
 	case errors.Is(err, errTimedOut):
-		writeError(w, http.StatusGatewayTimeout, "server_error", "", "timeout", "The run ran out of time; the session resumes where it stopped.")
+		return refusal{http.StatusGatewayTimeout, "server_error", "timeout", "The run ran out of time; the session resumes where it stopped.", false}, true
 	case errors.As(err, &perr):
-		writeError(w, http.StatusUnprocessableEntity, "invalid_request_error", "", "plan_refused", perr.Error())
+		return refusal{http.StatusUnprocessableEntity, "invalid_request_error", "plan_refused", perr.Error(), false}, true
 	case errors.Is(err, planexec.ErrInFlight), errors.Is(err, planexec.ErrRunBusy):
-		writeError(w, http.StatusConflict, "invalid_request_error", "", "session_busy", inFlight)
+		return refusal{http.StatusConflict, "invalid_request_error", "session_busy", inFlight, true}, true
 	case errors.Is(err, planexec.ErrInDoubt):
-		writeError(w, http.StatusConflict, "invalid_request_error", "", "step_in_doubt",
-			"A step's effect cannot be vouched for; the session waits until it is settled.")
-	default:
-		writeError(w, http.StatusInternalServerError, "server_error", "", "run_failed", "The run failed.")
+		return refusal{http.StatusConflict, "invalid_request_error", "step_in_doubt",
+			"A step's effect cannot be vouched for; the session waits until it is settled.", true}, true
 	}
+	return refusal{http.StatusInternalServerError, "server_error", "run_failed", "The run failed.", false}, true
 }

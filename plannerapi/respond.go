@@ -27,10 +27,14 @@ const (
 )
 
 // responder answers one request: a chat.completion, or a stream of
-// chat.completion.chunk events.
+// chat.completion.chunk events. Each write is bounded by the write
+// timeout: one that fails loses the response (nothing more is written) and
+// calls lose, which stops the run.
 type responder struct {
 	w       http.ResponseWriter
-	flusher http.Flusher
+	rc      *http.ResponseController
+	timeout time.Duration
+	lose    func(error)
 	stream  bool
 	usage   bool // the client asked for usage in the stream's last chunk
 	id      string
@@ -39,15 +43,79 @@ type responder struct {
 
 	run *planexec.Run // the run whose progress it shows; set before the run starts
 
-	mu      sync.Mutex
-	started bool // the stream's headers and first chunk are out
+	mu        sync.Mutex
+	started   bool  // the response's headers are out (and, streaming, its first chunk)
+	completed bool  // the stream said the plan completed
+	lost      error // the write that failed
 }
 
-func newResponder(w http.ResponseWriter, req *chatRequest, now time.Time) *responder {
-	o := &responder{w: w, stream: req.Stream, id: "chatcmpl-" + uuid.NewString(), created: now.Unix(), model: req.Model}
+func newResponder(w http.ResponseWriter, req *chatRequest, now time.Time, timeout time.Duration, lose func(error)) *responder {
+	o := &responder{w: w, rc: http.NewResponseController(w), timeout: timeout, lose: lose, stream: req.Stream,
+		id: "chatcmpl-" + uuid.NewString(), created: now.Unix(), model: req.Model}
 	o.usage = req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-	o.flusher, _ = w.(http.Flusher)
 	return o
+}
+
+// write writes b and flushes it within the write timeout. Callers hold mu.
+func (o *responder) write(b []byte) {
+	if o.lost != nil {
+		return
+	}
+	if err := o.rc.SetWriteDeadline(time.Now().Add(o.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		o.fault(err)
+		return
+	}
+	_, err := o.w.Write(b)
+	if err == nil {
+		if err = o.rc.Flush(); errors.Is(err, http.ErrNotSupported) {
+			err = nil
+		}
+	}
+	if err != nil {
+		o.fault(err)
+	}
+}
+
+// fault loses the response: a client that went away or stopped reading.
+func (o *responder) fault(err error) {
+	o.lost = err
+	if o.lose != nil {
+		o.lose(errGone)
+	}
+}
+
+// done ends the response's writes: the connection's next response is not
+// bound by this one's deadline.
+func (o *responder) done() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.lost == nil {
+		_ = o.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// json answers status with v, once.
+func (o *responder) json(status int, v any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.jsonLocked(status, v)
+}
+
+// jsonLocked is json for callers that hold mu.
+func (o *responder) jsonLocked(status int, v any) {
+	if o.started {
+		return
+	}
+	o.started = true
+	o.w.Header().Set("Content-Type", "application/json")
+	o.w.WriteHeader(status)
+	b, _ := json.Marshal(v) // plain values: it cannot fail
+	o.write(append(b, '\n'))
+}
+
+// problem answers a request refused before its run did anything.
+func (o *responder) problem(p *problem) {
+	o.json(p.status, errorBody("invalid_request_error", p.param, p.reason, p.message, p.meta))
 }
 
 // chunk is a chat.completion.chunk.
@@ -109,7 +177,8 @@ type message struct {
 	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
-// begin writes the stream's headers and its first chunk, once.
+// begin writes the stream's headers and its first chunk, once. Callers
+// hold mu.
 func (o *responder) begin() {
 	if o.started {
 		return
@@ -130,10 +199,14 @@ func (o *responder) send(c chunk) {
 		c.Choices = []chunkChoice{}
 	}
 	b, _ := json.Marshal(c) // plain values: it cannot fail
-	fmt.Fprintf(o.w, "data: %s\n\n", b)
-	if o.flusher != nil {
-		o.flusher.Flush()
-	}
+	o.event(b)
+}
+
+// event writes one server-sent event of data b. Callers hold mu.
+func (o *responder) event(b []byte) {
+	buf := make([]byte, 0, len(b)+8)
+	buf = append(append(append(buf, "data: "...), b...), "\n\n"...)
+	o.write(buf)
 }
 
 // state sends a partial plan_state, for a client to merge into what it has.
@@ -143,8 +216,12 @@ func (o *responder) state(update map[string]any) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.lost != nil {
+		return
+	}
 	o.begin()
 	update["type"] = "plan_state"
+	o.completed = o.completed || update["plan_status"] == planCompleted
 	o.send(chunk{Metadata: update})
 }
 
@@ -227,7 +304,8 @@ func (o *responder) progress(e planexec.Event) {
 	case planexec.EventQuestionAsked:
 		o.state(map[string]any{"plan_status": planClarification})
 	case planexec.EventAnswered:
-		o.state(map[string]any{"plan_status": planCompleted})
+		// The answering round is over too.
+		o.state(map[string]any{"plan_status": planCompleted, "phases": map[string]any{phase: map[string]any{"status": "completed"}}})
 	}
 }
 
@@ -247,7 +325,7 @@ func bounded(s string, n int) string {
 }
 
 // answer ends the response with content (and tool calls), the finish
-// reason, the run's usage and, for a pause, metadata.
+// reason, the run's usage and metadata: where the session stands.
 func (o *responder) answer(content string, calls []toolCall, finish string, u llm.Usage, meta map[string]any) {
 	if !o.stream {
 		msg := message{Role: "assistant", ToolCalls: calls}
@@ -259,13 +337,13 @@ func (o *responder) answer(content string, calls []toolCall, finish string, u ll
 		if meta != nil {
 			c.Metadata = meta
 		}
-		writeJSON(o.w, http.StatusOK, c)
+		o.json(http.StatusOK, c)
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.begin()
-	if meta != nil {
+	if meta != nil && !(o.completed && meta["plan_status"] == planCompleted) {
 		o.send(chunk{Metadata: meta})
 	}
 	if content != "" {
@@ -282,34 +360,28 @@ func (o *responder) answer(content string, calls []toolCall, finish string, u ll
 	if o.usage {
 		o.send(chunk{Usage: usageOf(u)})
 	}
-	fmt.Fprint(o.w, "data: [DONE]\n\n")
-	if o.flusher != nil {
-		o.flusher.Flush()
-	}
+	o.write([]byte("data: [DONE]\n\n"))
 }
 
-// fail ends the response with an error: an OpenAI error body, or in a
-// stream already under way, an error event and the stream's end.
-func (o *responder) fail(err error) {
+// fail ends the response with err: an OpenAI error body, or in a stream
+// already under way, the same error as an event, then the stream's end.
+// meta, if any, says where the session stands. A client that went away is
+// answered nothing.
+func (o *responder) fail(err error, meta map[string]any) {
+	f, ok := refusalOf(err)
+	if !ok {
+		return
+	}
+	body := errorBody(f.typ, "", f.code, f.message, meta)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.started {
-		errorStatus(o.w, err)
+		o.jsonLocked(f.status, body)
 		return
 	}
-	if errors.Is(err, errGone) {
-		return
-	}
-	var e apiError
-	e.Error.Message, e.Error.Type = "The run failed.", "server_error"
-	if errors.Is(err, planexec.ErrInFlight) {
-		e.Error.Message, e.Error.Type = inFlight, "invalid_request_error"
-	}
-	b, _ := json.Marshal(e)
-	fmt.Fprintf(o.w, "data: %s\n\ndata: [DONE]\n\n", b)
-	if o.flusher != nil {
-		o.flusher.Flush()
-	}
+	b, _ := json.Marshal(body) // plain values: it cannot fail
+	o.event(b)
+	o.write([]byte("data: [DONE]\n\n"))
 }
 
 // errGone is a client that went away.

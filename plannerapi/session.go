@@ -13,24 +13,41 @@ import (
 	"github.com/planexec/planexec/llm"
 )
 
-// plan serves a planner-mode request: the session's run, from where it
-// stands.
-func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session string, req *chatRequest, model llm.Model) {
-	ctx := r.Context()
+// job is a planner-mode request, checked: who asks, what, and the tools
+// its run may use.
+type job struct {
+	caller string
+	req    *chatRequest
+	scope  []string         // the tools the run may use; nil for every tool
+	tools  []*planexec.Tool // the client's own
+}
+
+// prepare checks what a planner-mode request asks of its run, before it
+// waits for its session.
+func (s *Server) prepare(caller string, req *chatRequest) (*job, *problem) {
 	switch {
 	case req.MaxTokens != nil || req.MaxCompletionTokens != nil:
-		badRequest("max_tokens", "A planner run sets the bounds of its own model calls; use an ordinary completion to set max_tokens.").write(w)
-		return
+		return nil, badRequest("max_tokens", "A planner run sets the bounds of its own model calls; use an ordinary completion to set max_tokens.")
 	case len(req.ResponseFormat) > 0:
-		badRequest("response_format", "A planner run answers in text; use an ordinary completion to ask for a response_format.").write(w)
-		return
+		return nil, badRequest("response_format", "A planner run answers in text; use an ordinary completion to ask for a response_format.")
+	case len(req.Tools) > s.cfg.MaxTools:
+		return nil, badRequest("tools", fmt.Sprintf("At most %d tools may be passed; the request has %d.", s.cfg.MaxTools, len(req.Tools)))
+	}
+	for i, t := range req.Tools {
+		switch {
+		case !toolName.MatchString(t.Function.Name):
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.name", i), "A tool's name is 1 to 64 letters, digits, underscores or dashes.")
+		case len(t.Function.Description) > maxToolDescription:
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.description", i), fmt.Sprintf("A tool's description is at most %d bytes.", maxToolDescription))
+		case len(t.Function.Parameters) > maxToolParameters:
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), fmt.Sprintf("A tool's parameters are at most %d bytes of JSON Schema.", maxToolParameters))
+		}
 	}
 	scope, p := s.scope(req.Agents)
 	if p != nil {
-		p.write(w)
-		return
+		return nil, p
 	}
-	var clientTools []*planexec.Tool
+	j := &job{caller: caller, req: req}
 	for i, t := range req.Tools {
 		params := t.Function.Parameters
 		if len(params) == 0 {
@@ -38,100 +55,110 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, caller, session st
 		}
 		tool, err := planexec.NewClientTool(t.Function.Name, t.Function.Description, params)
 		if err != nil {
-			badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "The tool cannot be offered: "+err.Error()).write(w)
-			return
+			return nil, badRequest(fmt.Sprintf("tools[%d].function.parameters", i), "The tool cannot be offered: "+err.Error())
 		}
-		clientTools = append(clientTools, tool)
+		j.tools = append(j.tools, tool)
 		if scope != nil {
 			scope = append(scope, t.Function.Name)
 		}
 	}
+	j.scope = scope
+	return j, nil
+}
+
+// plan serves a planner-mode request: the session's run, from where it
+// stands. The caller holds the session.
+func (s *Server) plan(w http.ResponseWriter, r *http.Request, session string, j *job, model llm.Model) {
+	// The run stops when its client goes away or stops reading.
+	ctx, stop := context.WithCancelCause(r.Context())
+	defer stop(nil)
+	out := newResponder(w, j.req, s.cfg.Now(), s.cfg.WriteTimeout, stop)
+	defer out.done()
+
 	// Where the session stands: new, paused, under way, or over. A session
 	// that is over, or paused past its time, starts over as a new run (the
 	// next generation of the session), so nothing of the last one is
 	// replayed in it.
-	d := planexec.Delegation{Tenant: caller, User: caller, Agent: s.cfg.Agent.Name, Scope: scope}
+	d := planexec.Delegation{Tenant: j.caller, User: j.caller, Agent: s.cfg.Agent.Name, Scope: j.scope}
 	gen, info, found, err := s.generation(ctx, d, session)
 	var derr *planexec.DelegationError
 	switch {
 	case errors.As(err, &derr):
-		badRequest("x-session-id", "The session id must be printable text.").write(w)
+		out.problem(badRequest("x-session-id", "The session id must be printable text."))
 		return
 	case err != nil:
-		errorStatus(w, err)
+		out.fail(err, nil)
 		return
 	}
 	fresh := !found
 	if found {
 		// A finished session starts over on a new turn of the conversation;
 		// a request that repeats the last one (a retry) gets its answer.
-		over := (info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed) && newTurn(req.Messages)
+		over := (info.Status == planexec.RunCompleted || info.Status == planexec.RunFailed) && newTurn(j.req.Messages)
 		expired := paused(info.Status) && s.cfg.Now().Sub(info.Updated) > s.cfg.SessionTTL
 		if over || expired {
+			if d.Scope, err = s.unbarred(ctx, d, session, gen, info, j); err != nil {
+				out.fail(err, nil)
+				return
+			}
 			gen, fresh = gen+1, true
 			if expired {
 				w.Header().Set("X-Session-Status", "restarted")
 			}
 		}
 	}
-	out := newResponder(w, req, s.cfg.Now())
-	opts := []planexec.RunOption{planexec.WithTools(clientTools...), planexec.WithStepTimeout(s.cfg.ToolTimeout)}
-	if req.Stream {
+	opts := []planexec.RunOption{planexec.WithTools(j.tools...), planexec.WithStepTimeout(s.cfg.ToolTimeout)}
+	if j.req.Stream {
 		opts = append(opts, planexec.WithObserver(out.progress))
 	}
 	d.RunID = runID(session, gen)
 	run, err := s.cfg.Executor.Run(d, opts...)
-	out.run = run
 	var cerr *planexec.ConfigurationError
 	switch {
 	case errors.As(err, &cerr):
-		badRequest("tools", "The tools cannot be offered: "+cerr.Error()).write(w)
+		out.problem(badRequest("tools", "The tools cannot be offered: "+cerr.Error()))
 		return
 	case err != nil:
-		errorStatus(w, err)
+		out.fail(err, nil)
 		return
 	}
+	out.run = run
 	agent := s.cfg.Agent
-	agent.Temperature = req.Temperature // the run's own model calls take it
+	agent.Temperature = j.req.Temperature // the run's own model calls take it
 	planner, err := planexec.NewAgentPlanner(model, agent)
 	if err != nil {
-		errorStatus(w, err)
+		out.fail(err, nil)
 		return
 	}
 
 	var res *planexec.Result
-	replied := false
-	if !fresh {
-		switch info.Status {
-		case planexec.RunAwaitingTool:
-			if p := submitResults(ctx, run, req.Messages); p != nil {
-				p.write(w)
-				return
-			}
-		case planexec.RunAwaitingApproval:
-			if p := decide(ctx, run, caller, req.Decisions); p != nil {
-				p.write(w)
-				return
-			}
-		case planexec.RunAwaitingReply:
-			// The reply is a new user turn after the question; a request
-			// that repeats the one before gets the question again.
-			if newTurn(req.Messages) {
-				text, _ := lastUser(req.Messages)
-				res, err = run.Reply(ctx, planner, text)
-				replied = true
-			}
+	reply := false
+	if !fresh && paused(info.Status) {
+		// What the request brings for the pause is recorded first; a
+		// request that brings nothing (resent, its response lost) is
+		// answered with the pause again.
+		var p *problem
+		if reply, p = take(ctx, run, j, info); p != nil {
+			out.problem(p)
+			return
 		}
 	}
-	if !replied {
-		res, err = run.Do(ctx, planner, task(req.Messages))
+	if reply {
+		text, _ := lastUser(j.req.Messages)
+		res, err = run.Reply(ctx, planner, text)
+		if errors.Is(err, planexec.ErrInvalidDecision) {
+			out.problem(badRequest(fmt.Sprintf("messages[%d].content", len(j.req.Messages)-1), "The reply cannot be taken: it is too long."))
+			return
+		}
+	} else {
+		res, err = run.Do(ctx, planner, task(j.req.Messages))
 	}
 	if (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && ctx.Err() == nil {
 		// Not the client going away: a model call or a store that ran out
 		// of time.
 		err = errTimedOut
 	}
-	s.finish(out, run, res, err)
+	finish(ctx, out, run, res, err)
 }
 
 // errTimedOut is a run cut short by a deadline while its client waited.
@@ -151,25 +178,13 @@ func runID(session string, gen int) string {
 // Generations are made one after another, so it probes 1, 2, 4, … and then
 // halves the gap: a few loads whatever the number of generations.
 func (s *Server) generation(ctx context.Context, d planexec.Delegation, session string) (gen int, info planexec.RunInfo, found bool, err error) {
-	probe := func(g int) (planexec.RunInfo, bool, error) {
-		d.RunID = runID(session, g)
-		run, err := s.cfg.Executor.Run(d)
-		if err != nil {
-			return planexec.RunInfo{}, false, err
-		}
-		info, err := run.Info(ctx)
-		if errors.Is(err, planexec.ErrNoRecord) {
-			return planexec.RunInfo{}, false, nil
-		}
-		return info, err == nil, err
-	}
-	info, found, err = probe(1)
+	info, found, err = s.info(ctx, d, session, 1)
 	if err != nil || !found {
 		return 1, planexec.RunInfo{}, false, err
 	}
 	lo, hi := 1, 2 // lo exists; hi is the first probe past it
 	for {
-		next, ok, err := probe(hi)
+		next, ok, err := s.info(ctx, d, session, hi)
 		if err != nil {
 			return 0, planexec.RunInfo{}, false, err
 		}
@@ -180,7 +195,7 @@ func (s *Server) generation(ctx context.Context, d planexec.Delegation, session 
 	}
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		next, ok, err := probe(mid)
+		next, ok, err := s.info(ctx, d, session, mid)
 		if err != nil {
 			return 0, planexec.RunInfo{}, false, err
 		}
@@ -191,6 +206,49 @@ func (s *Server) generation(ctx context.Context, d planexec.Delegation, session 
 		}
 	}
 	return lo, info, true, nil
+}
+
+// info reads where generation gen of session stands; false when it has no
+// run.
+func (s *Server) info(ctx context.Context, d planexec.Delegation, session string, gen int) (planexec.RunInfo, bool, error) {
+	d.RunID = runID(session, gen)
+	run, err := s.cfg.Executor.Run(d)
+	if err != nil {
+		return planexec.RunInfo{}, false, err
+	}
+	info, err := run.Info(ctx)
+	if errors.Is(err, planexec.ErrNoRecord) {
+		return planexec.RunInfo{}, false, nil
+	}
+	return info, err == nil, err
+}
+
+// unbarred is the scope of the generation after gen, whose run is latest:
+// the request's, less every tool that failed twice in an earlier
+// generation of the session. A tool not offered after it was barred could
+// not fail again, so every generation is asked.
+func (s *Server) unbarred(ctx context.Context, d planexec.Delegation, session string, gen int, latest planexec.RunInfo, j *job) ([]string, error) {
+	barred := slices.Clone(latest.Barred)
+	for g := 1; g < gen; g++ {
+		info, ok, err := s.info(ctx, d, session, g)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			barred = append(barred, info.Barred...)
+		}
+	}
+	if len(barred) == 0 {
+		return j.scope, nil
+	}
+	scope := j.scope
+	if scope == nil {
+		scope = s.catalog()
+		for _, t := range j.tools {
+			scope = append(scope, t.Name())
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(scope), func(t string) bool { return slices.Contains(barred, t) }), nil
 }
 
 // newTurn reports whether the conversation goes on past the session's last
@@ -213,29 +271,65 @@ func paused(st planexec.RunStatus) bool {
 	return st == planexec.RunAwaitingTool || st == planexec.RunAwaitingApproval || st == planexec.RunAwaitingReply
 }
 
-// finish answers with how the run ended, or where it paused.
-func (s *Server) finish(out *responder, run *planexec.Run, res *planexec.Result, err error) {
+// finish answers with how the run ended, or where it paused: the calls
+// handed back and the approvals a person has yet to give (a run may wait
+// on both), or the question.
+func finish(ctx context.Context, out *responder, run *planexec.Run, res *planexec.Result, err error) {
 	var (
 		calls    *planexec.ToolCallPendingError
 		question *planexec.AwaitingReplyError
 		pending  *planexec.ApprovalPendingError
 	)
 	u := run.Usage()
+	isPending, isCalls := errors.As(err, &pending), errors.As(err, &calls)
 	switch {
 	case err == nil:
-		out.answer(res.Answer, nil, "stop", u, nil)
-	case errors.As(err, &pending):
-		text, meta := approvals(pending.Requests)
-		out.answer(text, nil, "stop", u, meta)
-	case errors.As(err, &calls):
-		out.answer("", callsOf(calls.Calls), "tool_calls", u, nil)
+		out.answer(res.Answer, nil, "stop", u, map[string]any{"type": "plan_state", "plan_status": planCompleted})
+	case isPending || isCalls:
+		var (
+			text   string
+			meta   map[string]any
+			handed []toolCall
+			reason = "stop"
+		)
+		if isPending {
+			text, meta = approvals(pending.Requests)
+		}
+		if isCalls {
+			handed, reason = callsOf(calls.Calls), "tool_calls"
+		}
+		out.answer(text, handed, reason, u, meta)
 	case errors.As(err, &question):
 		out.answer(question.Question, nil, "stop", u, map[string]any{"type": "plan_state", "plan_status": planClarification})
-	case errors.Is(err, context.Canceled):
-		out.fail(errGone)
 	default:
-		out.fail(err)
+		var meta map[string]any
+		if f, ok := refusalOf(err); ok && f.sessionStatus {
+			meta = standing(ctx, run)
+		}
+		out.fail(err, meta)
 	}
+}
+
+// busy answers 409 for a session too many requests wait for, with where
+// it stands.
+func (s *Server) busy(w http.ResponseWriter, r *http.Request, j *job, session string) {
+	d := planexec.Delegation{Tenant: j.caller, User: j.caller, Agent: s.cfg.Agent.Name}
+	var meta map[string]any
+	if _, info, found, err := s.generation(r.Context(), d, session); err == nil && found {
+		meta = waits(info)
+	}
+	writeJSON(w, http.StatusConflict, errorBody("invalid_request_error", "", "session_busy",
+		"Too many requests wait for this session; it runs one at a time. Try again once the one before has its answer.", meta))
+}
+
+// standing is where run stands, as an error's metadata says it; nil when
+// it cannot be read.
+func standing(ctx context.Context, run *planexec.Run) map[string]any {
+	info, err := run.Info(ctx)
+	if err != nil {
+		return nil
+	}
+	return waits(info)
 }
 
 // scope is the tools a request's agents give a run: nil for all when the
@@ -283,63 +377,6 @@ func (s *Server) catalog() []string {
 		names = append(names, t.Name)
 	}
 	return names
-}
-
-// submitResults gives the run the results of its calls handed back: the
-// tool messages after the last assistant message.
-func submitResults(ctx context.Context, run *planexec.Run, msgs []chatMessage) *problem {
-	start := len(msgs)
-	for start > 0 && msgs[start-1].Role == "tool" {
-		start--
-	}
-	if start == len(msgs) {
-		return badRequest("messages", "The session waits for tool results: send each as a \"tool\" message with its tool_call_id.")
-	}
-	for i := start; i < len(msgs); i++ {
-		m := msgs[i]
-		text, _ := m.text()
-		result := json.RawMessage(text)
-		if !json.Valid(result) {
-			result, _ = json.Marshal(text) // plain text is the result as a string
-		}
-		err := run.SubmitResult(ctx, m.ToolCallID, result)
-		switch {
-		case errors.Is(err, planexec.ErrNotPending):
-			return badRequest(fmt.Sprintf("messages[%d].tool_call_id", i), fmt.Sprintf("The session awaits no tool call %s.", quoteName(m.ToolCallID)))
-		case errors.Is(err, planexec.ErrInvalidDecision):
-			return badRequest(fmt.Sprintf("messages[%d].content", i), "The tool result cannot be recorded.")
-		case err != nil:
-			return &problem{status: http.StatusInternalServerError, reason: "store_failed", message: "The tool result could not be recorded."}
-		}
-	}
-	return nil
-}
-
-// decide records the client's decisions on the approvals the run waits on.
-func decide(ctx context.Context, run *planexec.Run, caller string, decisions []decision) *problem {
-	if len(decisions) == 0 {
-		return badRequest("decisions", "The session waits for approvals: send a decision for each request in \"decisions\".")
-	}
-	for i, d := range decisions {
-		// The approver is the authenticated caller; who they say decided
-		// rides along.
-		approver := caller
-		if d.By != "" && d.By != caller {
-			approver = caller + " (for " + d.By + ")"
-		}
-		dec := planexec.Decision{RequestID: d.Request, Status: planexec.Denied, Approver: approver, Why: d.Reason}
-		if d.Approved {
-			dec.Status = planexec.Approved
-		}
-		err := run.Decide(ctx, dec)
-		switch {
-		case errors.Is(err, planexec.ErrNotPending), errors.Is(err, planexec.ErrInvalidDecision):
-			return badRequest(fmt.Sprintf("decisions[%d].request", i), fmt.Sprintf("The session awaits no decision on request %s.", quoteName(d.Request)))
-		case err != nil:
-			return &problem{status: http.StatusInternalServerError, reason: "store_failed", message: "The decision could not be recorded."}
-		}
-	}
-	return nil
 }
 
 // lastUser is the text of the last user message.

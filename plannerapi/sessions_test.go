@@ -36,17 +36,23 @@ type booking struct {
 type desk struct {
 	searches, bookings atomic.Int32
 	hold               chan struct{} // when set, the search waits on it
+	started            chan struct{} // a token each time a search starts, while there is room
 	ex                 *planexec.Executor
+	model              *scripted.Model // the model serve made, last
 	clock              time.Time
 	mu                 sync.Mutex
 }
 
 func newDesk(t *testing.T, st store.Store) *desk {
 	t.Helper()
-	d := &desk{clock: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)}
+	d := &desk{clock: time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC), started: make(chan struct{}, 16)}
 	tools := []*planexec.Tool{
 		planexec.MustTool("search_flights", "Find flights.", func(ctx context.Context, s search) ([]string, error) {
 			d.searches.Add(1)
+			select {
+			case d.started <- struct{}{}:
+			default:
+			}
 			if d.hold != nil {
 				select {
 				case <-d.hold:
@@ -92,6 +98,7 @@ func (d *desk) serve(t *testing.T, rounds ...string) *httptest.Server {
 		}
 		return scripted.Reply{Content: `{"goal":"","steps":[],"answer":"Done.","question":null}`}
 	})
+	d.model = model
 	srv, err := plannerapi.New(plannerapi.Config{Executor: d.ex, Models: map[string]llm.Model{"planexec": model}, SessionTTL: time.Hour, Now: d.now,
 		Authenticate: func(r *http.Request) (string, error) {
 			who, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
