@@ -27,26 +27,62 @@ import (
 )
 
 // server is the command serving on a random loopback port, as main runs
-// it, over a SQLite file.
+// it, over a SQLite file; its requests are ana's unless sent as another.
 type server struct {
-	url      string
+	*caller
 	db       string
 	bookings atomic.Int32
-	client   *http.Client
 	stop     context.CancelFunc
 	done     chan error
 }
 
+// caller sends requests to a server with a person's key.
+type caller struct {
+	url    string
+	key    string // sent as Authorization: Bearer <key>, unless ""
+	client *http.Client
+}
+
+// The people of the keys file start writes, and their keys.
+const (
+	anaKey = "ana-0123456789abcdef"
+	benKey = "ben-fedcba9876543210"
+)
+
+// keysFile writes a keys file giving ana and ben their keys, and returns
+// its name.
+func keysFile(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "keys")
+	text := "# person=key\nana=" + anaKey + "\nben=" + benKey + "\n"
+	if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// as is a caller to the same server with key.
+func (s *caller) as(key string) *caller {
+	return &caller{url: s.url, key: key, client: s.client}
+}
+
 // start runs the command with o over the SQLite file db (a new one in a
-// temporary directory when empty) until the test ends.
+// temporary directory when empty) until the test ends; with no keys in o,
+// ana's and ben's (keysFile).
 func start(t *testing.T, o options, db string) *server {
 	t.Helper()
 	if db == "" {
 		db = filepath.Join(t.TempDir(), "server.db")
 	}
 	s := &server{db: db, done: make(chan error, 1),
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
-	o.addr, o.db = "127.0.0.1:0", db
+		caller: &caller{key: anaKey, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}}
+	if o.keys == "" && os.Getenv(keysVariable) == "" {
+		o.keys = keysFile(t)
+	}
+	if o.addr == "" {
+		o.addr = "127.0.0.1:0"
+	}
+	o.db = db
 	if o.book == nil {
 		o.book = func(ctx context.Context, b trip.Booking) (string, error) {
 			s.bookings.Add(1)
@@ -88,7 +124,7 @@ func (s *server) shutdown(t *testing.T) {
 }
 
 // post sends a chat-completions request for session with body.
-func (s *server) post(t *testing.T, session, body string) *http.Response {
+func (s *caller) post(t *testing.T, session, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequest("POST", s.url+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
@@ -96,6 +132,9 @@ func (s *server) post(t *testing.T, session, body string) *http.Response {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-session-id", session)
+	if s.key != "" {
+		req.Header.Set("Authorization", "Bearer "+s.key)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +162,7 @@ type chunk struct {
 
 // stream sends a streaming request and reads its server-sent events, as
 // curl -N shows them, to the end.
-func (s *server) stream(t *testing.T, session, body string) events {
+func (s *caller) stream(t *testing.T, session, body string) events {
 	t.Helper()
 	resp := s.post(t, session, body)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -210,28 +249,45 @@ func tripRequest(extra string) string {
 		`"messages":[{"role":"user","content":"Get me to New York on 14 December, three nights near the office."}]` + extra + `}`
 }
 
-// history reads a session's stored events, as another replica over the
-// same file would.
-func history(t *testing.T, db, session string) []planexec.Event {
+// stored is the run of person's session as another replica over the same
+// file reads it.
+func stored(t *testing.T, db, person, session string) *planexec.Run {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	_, ex, err := newServer(st, scriptedModel(), options{})
+	t.Cleanup(func() { _ = st.Close() })
+	ex, err := newExecutor(st, options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run, err := ex.Run(planexec.Delegation{RunID: session, Tenant: tenant, User: tenant, Agent: "trip-planner"})
+	run, err := ex.Run(planexec.Delegation{RunID: session, Tenant: person})
 	if err != nil {
 		t.Fatal(err)
 	}
-	events, err := run.History(t.Context(), 0, 1000)
-	if err != nil {
+	return run
+}
+
+// history is the stored events of person's session; none if it has no
+// record.
+func history(t *testing.T, db, person, session string) []planexec.Event {
+	t.Helper()
+	events, err := stored(t, db, person, session).History(t.Context(), 0, 1000)
+	if err != nil && !errors.Is(err, planexec.ErrNoRecord) {
 		t.Fatal(err)
 	}
 	return events
+}
+
+// status is where person's session stands.
+func status(t *testing.T, db, person, session string) planexec.RunStatus {
+	t.Helper()
+	info, err := stored(t, db, person, session).Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.Status
 }
 
 func TestAStreamedPlannerRequestWithYesRunsTheTripToItsAnswer(t *testing.T) {
@@ -260,7 +316,7 @@ func TestAStreamedPlannerRequestWithYesRunsTheTripToItsAnswer(t *testing.T) {
 	}
 	// The stream does not carry an approval a gate granted: the record does.
 	granted := false
-	for _, e := range history(t, s.db, "trip-a") {
+	for _, e := range history(t, s.db, "ana", "trip-a") {
 		if e.Kind == planexec.EventApprovalGranted && e.Tool == "book_flight" && e.Approver == "server (-yes)" {
 			granted = true
 		}
@@ -272,7 +328,7 @@ func TestAStreamedPlannerRequestWithYesRunsTheTripToItsAnswer(t *testing.T) {
 
 // pause starts the trip in session and returns the approval requests it
 // paused on.
-func pause(t *testing.T, s *server, session string) []map[string]any {
+func pause(t *testing.T, s *caller, bookings *atomic.Int32, session string) []map[string]any {
 	t.Helper()
 	ev := s.stream(t, session, tripRequest(""))
 	if got := ev.lastStatus(); got != "card_interaction_requested" {
@@ -293,14 +349,14 @@ func pause(t *testing.T, s *server, session string) []map[string]any {
 	if !strings.Contains(ev.content(), "Approval needed") {
 		t.Errorf("content %q", ev.content())
 	}
-	if n := s.bookings.Load(); n != 0 {
+	if n := bookings.Load(); n != 0 {
 		t.Fatalf("booked %d times before anyone approved", n)
 	}
 	return reqs
 }
 
 // complete sends a non-streaming request and decodes its completion.
-func (s *server) complete(t *testing.T, session, body string) (content, finish string) {
+func (s *caller) complete(t *testing.T, session, body string) (content, finish string) {
 	t.Helper()
 	resp := s.post(t, session, body)
 	var c struct {
@@ -319,12 +375,14 @@ func (s *server) complete(t *testing.T, session, body string) (content, finish s
 
 func TestWithoutYesTheSessionPausesAndTheClientsDecisionFinishesIt(t *testing.T) {
 	s := start(t, options{}, "")
-	reqs := pause(t, s, "trip-b")
+	reqs := pause(t, s.caller, &s.bookings, "trip-b")
 
-	// Without a decision the session is refused, and waits still.
-	resp := s.post(t, "trip-b", strings.Replace(tripRequest(""), `"stream":true,`, "", 1))
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("a follow-up with no decisions: %s, want 400", resp.Status)
+	// Without a decision the session says again what it waits for.
+	if content, _ := s.complete(t, "trip-b", strings.Replace(tripRequest(""), `"stream":true,`, "", 1)); !strings.Contains(content, "Approval needed") {
+		t.Errorf("a follow-up with no decisions: %q, want the pause again", content)
+	}
+	if n := s.bookings.Load(); n != 0 {
+		t.Fatalf("booked %d times with no decision", n)
 	}
 
 	decision := fmt.Sprintf(`,"decisions":[{"request":%q,"approved":true,"by":"dana"}]`, reqs[0]["request"])
@@ -337,8 +395,8 @@ func TestWithoutYesTheSessionPausesAndTheClientsDecisionFinishesIt(t *testing.T)
 		t.Errorf("booked %d times, want once", n)
 	}
 	found := false
-	for _, e := range history(t, s.db, "trip-b") {
-		if e.Kind == planexec.EventApprovalGranted && strings.Contains(e.Approver, "dana") {
+	for _, e := range history(t, s.db, "ana", "trip-b") {
+		if e.Kind == planexec.EventApprovalGranted && strings.HasPrefix(e.Approver, "ana") && strings.Contains(e.Approver, "dana") {
 			found = true
 		}
 	}
@@ -349,7 +407,7 @@ func TestWithoutYesTheSessionPausesAndTheClientsDecisionFinishesIt(t *testing.T)
 
 func TestADeniedBookingIsNotMadeAndTheAnswerSaysSo(t *testing.T) {
 	s := start(t, options{}, "")
-	reqs := pause(t, s, "trip-d")
+	reqs := pause(t, s.caller, &s.bookings, "trip-d")
 	decision := fmt.Sprintf(`,"decisions":[{"request":%q,"approved":false,"by":"dana","reason":"too dear"}]`, reqs[0]["request"])
 	ev := s.stream(t, "trip-d", tripRequest(decision))
 	if got := ev.content(); !strings.HasPrefix(got, "Not booked") {
@@ -387,9 +445,10 @@ func readmeCommands(t *testing.T) []string {
 	return cmds
 }
 
-// The README's session, run with curl as it shows it, against the command
-// on a loopback port: the trip pauses for the booking, and the decision in
-// the second command finishes it.
+// The README's session, run with curl as it shows it (the key in
+// PLANEXEC_API_KEY), against the command on a loopback port: the trip
+// pauses for the booking, and the decision in the second command finishes
+// it.
 func TestTheREADMEsCurlSession(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not on PATH")
@@ -406,12 +465,18 @@ func TestTheREADMEsCurlSession(t *testing.T) {
 			!strings.Contains(c, `"planner_mode":true`) || !strings.Contains(c, `"stream":true`) {
 			t.Fatalf("the README's command is not a streamed planner request to localhost:8080:\n%s", c)
 		}
+		if !strings.Contains(c, `-H "Authorization: Bearer $PLANEXEC_API_KEY"`) {
+			t.Fatalf(`the README's command sends no key (-H "Authorization: Bearer $PLANEXEC_API_KEY"):`+"\n%s", c)
+		}
 	}
 	s := start(t, options{}, "")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(s.url, "http://"))
 	curl := func(cmd string) string {
 		t.Helper()
-		cmd = strings.Replace(cmd, "localhost:8080", strings.TrimPrefix(s.url, "http://"), 1)
-		out, err := exec.CommandContext(t.Context(), "sh", "-c", "set -e\n"+cmd).CombinedOutput()
+		cmd = strings.Replace(cmd, "localhost:8080", "localhost:"+port, 1)
+		sh := exec.CommandContext(t.Context(), "sh", "-c", "set -e\n"+cmd)
+		sh.Env = append(os.Environ(), "PLANEXEC_API_KEY="+anaKey)
+		out, err := sh.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s\n%v\n%s", cmd, err, out)
 		}
@@ -441,10 +506,10 @@ func TestTheREADMEsCurlSession(t *testing.T) {
 }
 
 // A signal lets a run under way finish for the grace period, then
-// interrupts it; run returns with nothing left running, and the next start
-// over the same file resumes the run before serving, so the session
-// finishes, booking once.
-func TestShutdownInterruptsARunPastItsGraceAndTheNextStartFinishesIt(t *testing.T) {
+// interrupts it; run returns with nothing left running, and the client's
+// next request, to the next start over the same file, resumes the session,
+// which finishes, booking once.
+func TestShutdownInterruptsARunPastItsGraceAndTheClientResumesItAfterTheRestart(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the servers' cleanups
 	db := filepath.Join(t.TempDir(), "server.db")
@@ -507,7 +572,8 @@ func TestARealModelIsUsedWhenItsKeyIsSet(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	cmd := exec.Command(bin, "-yes", "-addr", "127.0.0.1:0", "-db", filepath.Join(dir, "server.db"), "-model", "openai:trip-model")
-	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+model.URL)
+	// With no keys given, the command makes one and says how to send it.
+	cmd.Env = append(os.Environ(), "OPENAI_API_KEY=test-key", "OPENAI_BASE_URL="+model.URL, keysVariable+"=")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -521,30 +587,40 @@ func TestARealModelIsUsedWhenItsKeyIsSet(t *testing.T) {
 		_ = cmd.Process.Kill() // if the test failed before stopping it
 		<-exited
 	})
-	logged := make(chan string, 1)
+	type serving struct{ addr, key string }
+	logged := make(chan serving, 1)
 	var stderrText strings.Builder
 	go func() {
+		var at serving
 		lines := bufio.NewScanner(stderr)
 		for lines.Scan() {
 			stderrText.WriteString(lines.Text() + "\n")
 			if _, addr, ok := strings.Cut(lines.Text(), "serving planner mode on http://"); ok {
-				logged <- strings.TrimSuffix(strings.Fields(addr)[0], "/v1/chat/completions")
+				at.addr = strings.TrimSuffix(strings.Fields(addr)[0], "/v1/chat/completions")
+			}
+			if _, key, ok := strings.Cut(lines.Text(), "export PLANEXEC_API_KEY="); ok && at.addr != "" {
+				at.key = key
+				logged <- at
 			}
 		}
 		exitErr = cmd.Wait()
 		close(exited)
 		close(logged)
 	}()
-	var addr string
+	var at serving
 	select {
-	case addr = <-logged:
+	case at = <-logged:
 	case <-time.After(5 * time.Minute):
 		t.Fatal("the command did not start serving")
 	}
-	if addr == "" {
-		t.Fatalf("the command exited:\n%s", stderrText.String())
+	if at.addr == "" {
+		t.Fatalf("the command exited, or did not say its key:\n%s", stderrText.String())
 	}
-	s := &server{url: "http://" + addr, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	addr := at.addr
+	s := &caller{url: "http://" + addr, key: at.key, client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	if resp := s.as("").post(t, "trip-m", tripRequest("")); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("with no key: %s, want 401", resp.Status)
+	}
 	ev := s.stream(t, "trip-m", tripRequest(""))
 	if got := ev.content(); !strings.HasPrefix(got, "Booked BA117") {
 		t.Errorf("content %q", got)
