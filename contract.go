@@ -76,10 +76,10 @@ func Irreversible() ContractOption { return func(c *Contract) { c.irreversible =
 
 // Precondition declares a check of a step's arguments against the world as
 // it stands now (the item exists, the edge closes no cycle): read only, and
-// under the delegation the step would run under. It runs when a plan is
-// authorized (Run.Authorize: a plan refused before anyone applies it) and
-// again just before the step acts, its key claimed; a step whose arguments
-// hold references is checked only then. A check whose error wraps an
+// under the delegation the step would run under. Run.CheckPreconditions
+// runs it (a plan refused before anyone applies it), and the gate again
+// just before the step acts, its key claimed; a step whose arguments hold
+// references is checked only then. A check whose error wraps an
 // *UnmetError (Unmet) refuses the step with ReasonPrecondition and the
 // error's words, which a planner is shown; any other error fails the step
 // as a failing tool would, its text never shown. A is the contract's

@@ -93,9 +93,9 @@
 // The world has its say too: a tool may declare a [Precondition], a
 // read-only check of a step's arguments against current state under the
 // step's delegation (the item exists, the edge closes no cycle).
-// [Run.Authorize] runs it, so a plan proposed for a person is refused before
-// anyone applies it (precondition, in the tool's words), and the gate runs
-// it again just before the step acts: a world that changed meanwhile fails
+// [Run.CheckPreconditions] runs it, so a plan proposed for a person is
+// refused before anyone applies it (precondition, in the tool's words), and
+// the gate runs it again just before the step acts: a world that changed meanwhile fails
 // the step, which does nothing.
 //
 // Then every step is cleared. Where an [AutonomyLadder] classifies the tool,

@@ -2,9 +2,10 @@ package planexec_test
 
 // A tool may declare a Precondition: a read-only check of a step's
 // arguments against the world as it stands, under the step's delegation.
-// It refuses a plan when it is authorized (before anyone applies it), and
-// again just before the step acts: a world that changed in between fails
-// the step, which does nothing, with its own reason.
+// Run.CheckPreconditions refuses a plan the world cannot take (before
+// anyone applies it), and the gate checks again just before the step acts:
+// a world that changed in between fails the step, which does nothing, with
+// its own reason.
 
 import (
 	"context"
@@ -138,7 +139,7 @@ func boardRuns(t *testing.T, b *board, ids ...string) []*planexec.Run {
 	return runs
 }
 
-func TestAuthorizeRefusesAPlanTheWorldRefusesWithTheToolsOwnReason(t *testing.T) {
+func TestCheckPreconditionsRefusesAPlanTheWorldRefusesWithTheToolsOwnReason(t *testing.T) {
 	for _, tc := range []struct {
 		name, why string
 		step      planexec.Step
@@ -151,10 +152,10 @@ func TestAuthorizeRefusesAPlanTheWorldRefusesWithTheToolsOwnReason(t *testing.T)
 			b := newBoard()
 			run := boardRun(t, b)
 			plan := planexec.Plan{Goal: "g", Steps: []planexec.Step{step("s0", "create_item", itemArgs{ID: "c"}), tc.step}}
-			err := run.Authorize(context.Background(), plan)
+			err := run.CheckPreconditions(context.Background(), plan)
 			var perr *planexec.PlanValidationError
 			if !errors.As(err, &perr) || perr.Reason != planexec.ReasonPrecondition || perr.Step != "s1" || perr.Tool != tc.step.Tool {
-				t.Fatalf("Authorize: %v; want ReasonPrecondition naming step s1 and its tool", err)
+				t.Fatalf("CheckPreconditions: %v; want ReasonPrecondition naming step s1 and its tool", err)
 			}
 			if len(perr.Violations) != 1 || perr.Violations[0].Why != tc.why || perr.Violations[0].Path != "/steps/1" {
 				t.Errorf("violations = %v, want %q at /steps/1", perr.Violations, tc.why)
@@ -163,7 +164,7 @@ func TestAuthorizeRefusesAPlanTheWorldRefusesWithTheToolsOwnReason(t *testing.T)
 				t.Errorf("errors.Is(err, ReasonPrecondition) is false")
 			}
 			if len(b.did) != 0 {
-				t.Errorf("Authorize did %v", b.did)
+				t.Errorf("CheckPreconditions did %v", b.did)
 			}
 			if !slices.Contains(b.checked, "ana:"+tc.step.Tool) {
 				t.Errorf("checks ran for %v, want the person's delegation (ana)", b.checked)
@@ -178,8 +179,8 @@ func TestAPreconditionUnmetJustBeforeTheStepFailsItAndDoesNothing(t *testing.T) 
 	runs := boardRuns(t, b, "run-1", "run-2")
 	run, other := runs[0], runs[1]
 	plan := planexec.Plan{Goal: "g", Steps: []planexec.Step{step("s1", "create_item", itemArgs{ID: "c"})}}
-	if err := run.Authorize(ctx, plan); err != nil {
-		t.Fatalf("Authorize while c does not exist: %v", err)
+	if err := run.CheckPreconditions(ctx, plan); err != nil {
+		t.Fatalf("CheckPreconditions while c does not exist: %v", err)
 	}
 	// Someone else makes c before the plan runs.
 	b.mu.Lock()
@@ -223,8 +224,8 @@ func TestAStepWithReferencesIsCheckedWithItsResolvedArguments(t *testing.T) {
 		step("s1", "create_item", itemArgs{ID: "c"}),
 		step("s2", "link", `{"from":{"$from":"s1","path":""},"to":"a"}`, "s1"),
 	}}
-	if err := run.Authorize(ctx, plan); err != nil {
-		t.Fatalf("Authorize: %v", err)
+	if err := run.CheckPreconditions(ctx, plan); err != nil {
+		t.Fatalf("CheckPreconditions: %v", err)
 	}
 	res, err := run.Execute(ctx, plan)
 	if err != nil || !res.Complete {
@@ -309,7 +310,7 @@ func TestAPreconditionOfAnotherTypeThanTheArgumentsIsAConfigurationError(t *test
 	}
 }
 
-func TestAuthorizeLeavesAStepThatActedToItsClaim(t *testing.T) {
+func TestCheckPreconditionsLeavesAStepThatActedToItsClaim(t *testing.T) {
 	ctx := context.Background()
 	b := newBoard()
 	runs := boardRuns(t, b, "run-1", "run-2")
@@ -319,12 +320,12 @@ func TestAuthorizeLeavesAStepThatActedToItsClaim(t *testing.T) {
 	}
 	// c exists now because s1 made it: the run that made it is not refused
 	// for it (applying more of a plan authorizes the whole plan again) ...
-	if err := runs[0].Authorize(ctx, plan); err != nil {
-		t.Errorf("Authorize by the run whose step made c: %v", err)
+	if err := runs[0].CheckPreconditions(ctx, plan); err != nil {
+		t.Errorf("CheckPreconditions by the run whose step made c: %v", err)
 	}
 	// ... another run is.
-	if err := runs[1].Authorize(ctx, plan); !errors.Is(err, planexec.ReasonPrecondition) {
-		t.Errorf("Authorize by another run: %v, want ReasonPrecondition", err)
+	if err := runs[1].CheckPreconditions(ctx, plan); !errors.Is(err, planexec.ReasonPrecondition) {
+		t.Errorf("CheckPreconditions by another run: %v, want ReasonPrecondition", err)
 	}
 	if res, err := runs[0].Resume(ctx); err != nil || !res.Steps["s1"].Replayed {
 		t.Errorf("Resume: %+v, %v; want s1 replayed", res, err)

@@ -224,32 +224,41 @@ func (r *Run) Validate(plan Plan) error {
 }
 
 // Authorize asks for each step of plan what is asked just before the step
-// runs: whether the run's delegation has expired, Config.Authorizer, and
-// the step's tool's Precondition (for a step whose arguments hold no
-// references, and whose key is free: a step of the run that acted, or may
-// have, is left to its claim). With Validate, it tells whether a plan would be let run
-// now, before anything runs or is stored (a plan proposed for a person to
-// apply, say). A step not covered is a *DelegationError naming it,
-// wrapping the authorizer's error; a precondition unmet is a
-// *PlanValidationError with ReasonPrecondition; a plan Validate refuses is
-// refused so.
+// runs: whether the run's delegation has expired, and Config.Authorizer.
+// With Validate (and CheckPreconditions), it tells whether a plan would be
+// let run now, before anything runs or is stored (a plan proposed for a
+// person to apply, say). A step not covered is a *DelegationError naming
+// it, wrapping the authorizer's error.
 func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 	d := &r.d
 	if d.expired(r.ex.now()) {
 		return &DelegationError{RunID: d.RunID, Why: "the delegation expired"}
 	}
+	if r.ex.cfg.Authorizer == nil {
+		return nil
+	}
 	names := max(r.ex.cfg.Limits.MaxIDLength, 64)
-	if r.ex.cfg.Authorizer != nil {
-		for i := range plan.Steps {
-			s := &plan.Steps[i]
-			if err := r.ex.cfg.Authorizer.Authorize(ctx, *d, *s); err != nil {
-				return &DelegationError{RunID: d.RunID, Step: clip(s.ID, names), Tool: clip(s.Tool, names), Why: "not authorized", Err: err}
-			}
+	for i := range plan.Steps {
+		s := &plan.Steps[i]
+		if err := r.ex.cfg.Authorizer.Authorize(ctx, *d, *s); err != nil {
+			return &DelegationError{RunID: d.RunID, Step: clip(s.ID, names), Tool: clip(s.Tool, names), Why: "not authorized", Err: err}
 		}
 	}
+	return nil
+}
+
+// CheckPreconditions asks the world whether it would take plan now: each
+// step's tool's Precondition, under the run's delegation, for the steps
+// whose arguments hold no references (those are checked just before they
+// run) and whose key is free (a step of the run that acted, or may have,
+// is left to its claim: what it did may be why the world refuses it now).
+// A precondition unmet is a *PlanValidationError with ReasonPrecondition
+// naming the step; a plan Validate refuses is refused so. Nothing runs.
+func (r *Run) CheckPreconditions(ctx context.Context, plan Plan) error {
 	if !r.hasPreconditions() {
 		return nil
 	}
+	d := &r.d
 	v, perr := r.validate(&plan, nil, nil, d)
 	if perr != nil {
 		return perr
@@ -259,9 +268,6 @@ func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 		if s.refs != nil || s.tool.contract.pre == nil {
 			continue
 		}
-		// A step of this run that acted already, or may have, is not
-		// checked: what it did may be why the world refuses it now, and
-		// its claim decides whether it runs.
 		c, err := r.ex.st.Claim(ctx, store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: s.step.ID, Tool: s.step.Tool,
 			PerTenant: s.tool.contract.perTenant, Peek: true})
 		if err != nil {

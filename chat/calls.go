@@ -206,6 +206,9 @@ func (t *turn) propose(c *Call) (*Proposal, *ToolError) {
 	if err == nil {
 		err = run.Authorize(t.ctx, plan)
 	}
+	if err == nil {
+		err = run.CheckPreconditions(t.ctx, plan)
+	}
 	var (
 		pve *planexec.PlanValidationError
 		de  *planexec.DelegationError

@@ -97,6 +97,9 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 		if err := run.Authorize(ctx, plan); err != nil {
 			return nil, err
 		}
+		if err := run.CheckPreconditions(ctx, plan); err != nil {
+			return nil, err
+		}
 		if again {
 			return st.outcome.result(st.revision), nil
 		}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/planexec/planexec/llm"
 )
 
 // browser finds a Chromium to drive; without one the test is skipped,
@@ -45,9 +47,15 @@ type service struct {
 // wrap; it stops when the test ends.
 func startService(t *testing.T, items *tracker, wrap ...func(http.Handler) http.Handler) *service {
 	t.Helper()
+	return startServiceWith(t, scriptedModel(), items, wrap...)
+}
+
+// startServiceWith is startService planning with model.
+func startServiceWith(t *testing.T, model llm.Model, items *tracker, wrap ...func(http.Handler) http.Handler) *service {
+	t.Helper()
 	tokens := map[string]string{"ana": "ana-token-0123456789", "ben": "ben-token-0123456789"}
 	ts := httptest.NewUnstartedServer(nil)
-	srv, err := newServer(scriptedModel(), items, options{tokens: tokens, hosts: hostsOf(ts.Listener.Addr(), nil)})
+	srv, err := newServer(model, items, options{tokens: tokens, hosts: hostsOf(ts.Listener.Addr(), nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/llm/scripted"
 )
 
 // The tracker's writes declare what the tracker as it stands must allow: a
@@ -38,15 +40,15 @@ func TestAPlanTheTrackerCannotTakeIsRefusedBeforeItIsApplied(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := planexec.Plan{Goal: "g", Steps: []planexec.Step{{ID: "s1", Tool: tc.tool, Arguments: []byte(tc.args)}}}
-			err := run.Authorize(context.Background(), plan)
+			err := run.CheckPreconditions(context.Background(), plan)
 			var perr *planexec.PlanValidationError
 			if !errors.As(err, &perr) || perr.Reason != planexec.ReasonPrecondition || perr.Violations[0].Why != tc.why {
-				t.Fatalf("Authorize: %v; want refused: %s", err, tc.why)
+				t.Fatalf("CheckPreconditions: %v; want refused: %s", err, tc.why)
 			}
 		})
 	}
 	ok := planexec.Plan{Goal: "g", Steps: []planexec.Step{{ID: "s1", Tool: "add_dependency", Arguments: []byte(`{"item":"T-2","depends_on":"T-1"}`)}}}
-	if err := run.Authorize(context.Background(), ok); err != nil {
+	if err := run.CheckPreconditions(context.Background(), ok); err != nil {
 		t.Errorf("a dependency the tracker takes: %v", err)
 	}
 }
@@ -80,3 +82,40 @@ func TestAProposalTheWorldNoLongerTakesIsRefusedWhenApplied(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// A plan the tracker cannot take is refused when the planner proposes it:
+// the planner is told why, in the precondition's words, and nothing is
+// proposed to the person.
+func TestAProposalTheTrackerCannotTakeGoesBackToThePlanner(t *testing.T) {
+	items := newTracker()
+	// A planner that proposes an item the tracker has, whatever it reads.
+	model := scripted.New(
+		scripted.Reply{Content: `{"text":"Proposing it.","calls":[{"tool":"propose_plan","arguments":{"goal":"track it","steps":[{"id":"s1","tool":"create_item","arguments":{"title":"Write the release notes"}}]}}]}`},
+		scripted.Reply{Content: `{"text":"It is there already.","calls":[]}`},
+	)
+	svc := startServiceWith(t, model, items)
+	ana := svc.as(t, "ana")
+	ana.must(http.StatusCreated, "POST", "/api/sessions", `{"id": "s1"}`, nil)
+	ana.must(http.StatusAccepted, "POST", "/api/sessions/s1/messages", `{"text": "track the release notes"}`, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	refused := false
+	for o, err := range svc.chat.Watch(ctx, tenant, "s1", 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Proposal != nil {
+			t.Errorf("a proposal the tracker cannot take was made: %+v", o.Proposal)
+		}
+		if r := o.Result; r != nil && r.Tool == "propose_plan" && r.Error != nil &&
+			r.Error.Code == "invalid_plan" && strings.Contains(r.Error.Message, "an item with that title exists already") {
+			refused = true
+		}
+		if o.Done != nil {
+			break
+		}
+	}
+	if !refused {
+		t.Error("the planner was not told the precondition refused its plan")
+	}
+}
