@@ -76,6 +76,11 @@ func TestAStepOfTheCallersToolIsHandedBackAndItsResultGoesOn(t *testing.T) {
 	if err != nil || len(page.Runs) != 1 || page.Runs[0].Waiting[0].Call != call.ID {
 		t.Fatalf("listed %+v, %v", page, err)
 	}
+	// What it waits for says the call whole, for a client that lost it.
+	if w := page.Runs[0].Waiting[0]; w.HandedBack == nil || w.HandedBack.ID != call.ID || w.HandedBack.Tool != call.Tool ||
+		string(w.HandedBack.Arguments) != string(call.Arguments) || w.HandedBack.StepID != "s2" {
+		t.Errorf("the wait's call = %+v, want %+v", w.HandedBack, call)
+	}
 
 	// Resumed before the result, it hands the same call back again.
 	again := clientRun(t, r, st)

@@ -79,6 +79,10 @@ type Wait struct {
 	Approval *ApprovalRequest
 	Key      Key
 	Call     string
+	// HandedBack is the call the run waits on, as it was handed back (its
+	// tool and arguments), for a client that lost it. It came from the
+	// model: keep it out of logs.
+	HandedBack *ToolCall
 }
 
 // RunQuery asks for a page of a tenant's runs.
@@ -185,6 +189,12 @@ func runInfo(tenant string, s store.RunSummary, now time.Time) RunInfo {
 			var req ApprovalRequest
 			if json.Unmarshal(w.Detail, &req) == nil && req.ID == w.Request {
 				wait.Approval = &req
+			}
+		}
+		if w.Call != "" && len(w.Detail) > 0 {
+			var h handedBack
+			if json.Unmarshal(w.Detail, &h) == nil && h.Call.ID == w.Call {
+				wait.HandedBack = &h.Call
 			}
 		}
 		info.Waiting = append(info.Waiting, wait)

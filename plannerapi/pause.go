@@ -204,6 +204,9 @@ func waits(info planexec.RunInfo) map[string]any {
 		case w.Call != "":
 			var c toolCall
 			c.ID, c.Type, c.Function.Name = w.Call, "function", w.Tool
+			if w.HandedBack != nil {
+				c.Function.Arguments = string(w.HandedBack.Arguments)
+			}
 			calls = append(calls, c)
 		case w.Approval != nil:
 			reqs = append(reqs, *w.Approval)

@@ -55,7 +55,8 @@ type paused struct {
 			ToolCalls     []struct {
 				ID       string `json:"id"`
 				Function struct {
-					Name string `json:"name"`
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
 				} `json:"function"`
 			} `json:"tool_calls"`
 			Approvals []struct {
@@ -174,11 +175,13 @@ func TestARequestWrongForThePauseSaysWhatTheSessionWaitsFor(t *testing.T) {
 	t.Run("a result for another call", func(t *testing.T) {
 		d := newDesk(t, memory.New())
 		hs := d.serve(t, clientRound)
-		call := send(t, hs, ask1, `,"tools":`+confirmTools).Choices[0].Message.ToolCalls[0].ID
+		handed := send(t, hs, ask1, `,"tools":`+confirmTools).Choices[0].Message.ToolCalls[0]
+		call := handed.ID
 		bad := send(t, hs, withResults("call_nothing: yes"), `,"tools":`+confirmTools)
 		m := bad.Error.Metadata
 		if bad.status != 400 || bad.param() != "messages[2].tool_call_id" || !strings.Contains(bad.Error.Message, call) ||
-			m.SessionStatus != "awaiting_tool" || len(m.ToolCalls) != 1 || m.ToolCalls[0].ID != call || m.ToolCalls[0].Function.Name != "confirm" {
+			m.SessionStatus != "awaiting_tool" || len(m.ToolCalls) != 1 || m.ToolCalls[0].ID != call || m.ToolCalls[0].Function.Name != "confirm" ||
+			m.ToolCalls[0].Function.Arguments == "" || m.ToolCalls[0].Function.Arguments != handed.Function.Arguments {
 			t.Errorf("%d %s", bad.status, bad.raw)
 		}
 	})
