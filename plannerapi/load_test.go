@@ -275,6 +275,21 @@ func TestALoadOfStreamedSessionsRunsEachOnceAndLosesNone(t *testing.T) {
 		lr.requests.Load(), lr.status(200), lr.status(409), lr.status(429), lr.status(0))
 }
 
+// The load the issue of record asks for, 500 streamed sessions at once,
+// over a server that runs 128 at a time, each client slow, impatient,
+// stalled or eager: none books twice and none is lost.
+func TestFiveHundredStreamedSessionsAtOnceRunEachOnceAndLoseNone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("500 sessions: not in -short")
+	}
+	const sessions = 500
+	ls := newLoadService(t, memory.New(), 128, 100*time.Millisecond, nil)
+	lr := load(ls, sessions, 300*time.Millisecond, time.Now().Add(2*time.Minute), func(i int) behaviour { return behaviour(i % 4) })
+	checkLoad(t, ls, lr, sessions)
+	t.Logf("%d sessions in %v: %d requests: %d 200, %d 409, %d 429, %d with no response", sessions, lr.elapsed.Round(time.Millisecond),
+		lr.requests.Load(), lr.status(200), lr.status(409), lr.status(429), lr.status(0))
+}
+
 // BenchmarkLoadStreamedSessions runs 500 streamed sessions at once over a
 // server that runs 128 at a time (SQLite, and Postgres when
 // PLANEXEC_POSTGRES_URL is set), a quarter of the clients each slow,
