@@ -192,9 +192,12 @@ func TestARoundWhoseStepsAllFinishedAsItsContextEndedIsLeftPlanning(t *testing.T
 	if _, err := run.Do(ctx, planner, "get them to New York"); err == nil {
 		t.Fatal("Do whose context ended: no error")
 	}
+	// Planning (the round's end recorded), or interrupted when the end of
+	// the context was seen before the last step's; never completed: the
+	// planner has not answered.
 	info, err := run.Info(context.Background())
-	if err != nil || info.Status != planexec.RunPlanning {
-		t.Fatalf("the run after its round finished: %+v, %v; want planning, not %s", info, err, planexec.RunCompleted)
+	if err != nil || (info.Status != planexec.RunPlanning && info.Status != planexec.RunInterrupted) {
+		t.Fatalf("the run after its round finished: %+v, %v; want planning or interrupted, not %s", info, err, planexec.RunCompleted)
 	}
 	res, err := run.Do(context.Background(), planner, "get them to New York")
 	if err != nil || res.Answer != "Booked BA117." {
