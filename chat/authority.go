@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 
@@ -47,59 +48,79 @@ func (t *turn) usable(s *Summary) bool {
 // shown more of the transcript than this turn is.
 func (t *turn) shown(entries []Output) []Output {
 	out := slices.Clone(entries)
-	after := t.after()
-	who := map[int64]string{} // each turn's person, by its number
-	calls := map[string]*Call{}
-	tainted := false // an entry was withheld: answers for others after it may hold it
-	hiding := false  // the calls of a withheld answer follow it
+	v := &viewer{person: t.person, may: t.mayRead, after: t.after()}
 	for i := range out {
-		o := &out[i]
-		if o.Kind != KindToolCall {
-			hiding = false
-		}
-		switch o.Kind {
-		case KindMessage:
-			if o.Role != "assistant" {
-				who[o.Turn] = o.By
-				continue
-			}
-			author := o.For
-			if author == "" {
-				author = who[o.Turn]
-			}
-			if author != t.person.User && (tainted || o.SeenAfter < after) {
-				*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, Role: o.Role, For: author, Text: withheldAnswer, withheld: true}
-				hiding = true
-			}
-		case KindToolCall:
-			calls[o.Call.ID] = o.Call
-			if hiding {
-				o.Call = &Call{ID: o.Call.ID, Tool: o.Call.Tool, Arguments: json.RawMessage(`"withheld"`)}
-			}
-		case KindToolResult, KindApplied:
-			src := o.Source
-			if src == nil {
-				src = inferredSource(o, who, calls)
-			}
-			if src == nil {
-				continue // fixed words: no data
-			}
-			if t.mayRead(src) {
-				o.Source = src
-				continue
-			}
-			tainted = true
-			if o.Kind == KindToolResult {
-				*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, withheld: true, Result: &Result{
-					Call: o.Result.Call, Tool: o.Result.Tool, Status: callWithheld, Error: &ToolError{Code: "withheld", Message: withheldRead}}}
-			} else {
-				d := o.Decision
-				*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, By: o.By, withheld: true,
-					Decision: &Decision{Proposal: d.Proposal, Steps: d.Steps, Run: d.Run, Status: d.Status}}
-			}
-		}
+		v.show(&out[i])
 	}
 	return out
+}
+
+// viewer withholds, entry after entry of a transcript read in order, what
+// person could not have read: results and applied outcomes read under
+// another's authority that the person's would not allow, the answers
+// written for another person once such an entry came before them (or when
+// the model that wrote them was shown more than after), and the calls of a
+// withheld answer.
+type viewer struct {
+	person planexec.Delegation
+	may    func(*Source) bool // whether person could have read what a source did
+	after  int64              // the entry after which what is viewed begins
+
+	who     map[int64]string // each turn's person, by its number
+	calls   map[string]*Call
+	tainted bool // an entry was withheld: answers for others after it may hold it
+	hiding  bool // the calls of a withheld answer follow it
+}
+
+// show withholds o, in place, if the viewer's person may not see it.
+func (v *viewer) show(o *Output) {
+	if v.who == nil {
+		v.who, v.calls = map[int64]string{}, map[string]*Call{}
+	}
+	if o.Kind != KindToolCall {
+		v.hiding = false
+	}
+	switch o.Kind {
+	case KindMessage:
+		if o.Role != "assistant" {
+			v.who[o.Turn] = o.By
+			return
+		}
+		author := o.For
+		if author == "" {
+			author = v.who[o.Turn]
+		}
+		if author != v.person.User && (v.tainted || o.SeenAfter < v.after) {
+			*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, Role: o.Role, For: author, Text: withheldAnswer, withheld: true}
+			v.hiding = true
+		}
+	case KindToolCall:
+		v.calls[o.Call.ID] = o.Call
+		if v.hiding {
+			o.Call = &Call{ID: o.Call.ID, Tool: o.Call.Tool, Arguments: json.RawMessage(`"withheld"`)}
+		}
+	case KindToolResult, KindApplied:
+		src := o.Source
+		if src == nil {
+			src = inferredSource(o, v.who, v.calls)
+		}
+		if src == nil {
+			return // fixed words: no data
+		}
+		if v.may(src) {
+			o.Source = src
+			return
+		}
+		v.tainted = true
+		if o.Kind == KindToolResult {
+			*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, withheld: true, Result: &Result{
+				Call: o.Result.Call, Tool: o.Result.Tool, Status: callWithheld, Error: &ToolError{Code: "withheld", Message: withheldRead}}}
+		} else {
+			d := o.Decision
+			*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, By: o.By, withheld: true,
+				Decision: &Decision{Proposal: d.Proposal, Steps: d.Steps, Run: d.Run, Status: d.Status}}
+		}
+	}
 }
 
 // fixedCodes are the codes of the results the chat writes in its own words.
@@ -127,18 +148,34 @@ func inferredSource(o *Output, who map[int64]string, calls map[string]*Call) *So
 // mayRead reports whether the turn's person could have read what src did;
 // what the person read themselves they may.
 func (t *turn) mayRead(src *Source) bool {
-	if src.By == t.person.User {
+	if t.judge == nil {
+		t.judge = &judge{c: t.c, ctx: t.ctx, person: t.person, planner: t.planner}
+	}
+	return t.judge.mayRead(src)
+}
+
+// judge tells, for one person, whether they could have read what a source
+// did, remembering each answer.
+type judge struct {
+	c               *Chat
+	ctx             context.Context
+	person, planner planexec.Delegation // the person's, and theirs narrowed to the planner
+	judged          map[string]bool
+}
+
+func (j *judge) mayRead(src *Source) bool {
+	if src.By == j.person.User {
 		return true
 	}
 	key, _ := json.Marshal(src) // strings and raw JSON: it cannot fail
-	if ok, seen := t.judged[string(key)]; seen {
+	if ok, seen := j.judged[string(key)]; seen {
 		return ok
 	}
-	ok := t.c.mayRead(t, src)
-	if t.judged == nil {
-		t.judged = map[string]bool{}
+	ok := j.c.mayRead(j.ctx, j.person, j.planner, src)
+	if j.judged == nil {
+		j.judged = map[string]bool{}
 	}
-	t.judged[string(key)] = ok
+	j.judged[string(key)] = ok
 	return ok
 }
 
@@ -146,10 +183,10 @@ func (t *turn) mayRead(src *Source) bool {
 // the planner, on the executor of the read tools; applied steps under the
 // person's own, on the engine. Validation (the scope, the tools' contracts)
 // and the authorizer decide.
-func (c *Chat) mayRead(t *turn, src *Source) bool {
-	ex, d := c.reads, t.planner
+func (c *Chat) mayRead(ctx context.Context, person, planner planexec.Delegation, src *Source) bool {
+	ex, d := c.reads, planner
 	if src.Applied {
-		ex, d = c.cfg.Engine, t.person
+		ex, d = c.cfg.Engine, person
 	}
 	if ex == nil || len(src.Steps) == 0 {
 		return false
@@ -163,7 +200,7 @@ func (c *Chat) mayRead(t *turn, src *Source) bool {
 	for i, s := range src.Steps {
 		plan.Steps[i] = planexec.Step(s)
 	}
-	return run.Validate(plan) == nil && run.Authorize(t.ctx, plan) == nil
+	return run.Validate(plan) == nil && run.Authorize(ctx, plan) == nil
 }
 
 // sourcesOf are the sources of what a summary of entries, after prev, is

@@ -293,6 +293,48 @@ func TestThePlannerWorkingForAPersonIsShownNothingTheyCouldNotRead(t *testing.T)
 		}
 	})
 
+	t.Run("a person reading the transcript or watching it sees what they could read, and no more", func(t *testing.T) {
+		r, _ := salaryRig(t)
+		s := r.session("s1")
+		r.turn(payroll, s, "What are the salaries?")
+		r.turn(ben(), s, "Anything new?")
+		ctx := context.Background()
+		whole, err := r.chat.Transcript(ctx, "acme", s, 0, 0)
+		if err != nil || !strings.Contains(mustJSON(whole), "987654") {
+			t.Fatalf("the whole transcript (the service's) does not hold cy's read: %v", err)
+		}
+		for _, after := range []int64{0, 2} { // from the start, and from inside cy's turn
+			got, err := r.chat.TranscriptFor(ctx, ben(), s, after, 0)
+			if err != nil || len(got) != len(whole)-int(after) {
+				t.Fatalf("ben's transcript after %d: %d entries, %v; want %d", after, len(got), err, len(whole)-int(after))
+			}
+			if j := mustJSON(got); strings.Contains(j, "987654") || !strings.Contains(j, "withheld") {
+				t.Errorf("ben's transcript after %d holds what cy read, or does not say it is withheld:\n%s", after, j)
+			}
+			var watched []chat.Output
+			wctx, cancel := context.WithCancel(ctx)
+			for o, err := range r.chat.WatchFor(wctx, ben(), s, after) {
+				if err != nil {
+					t.Fatalf("ben watching after %d: %v", after, err)
+				}
+				if watched = append(watched, o); o.Seq == whole[len(whole)-1].Seq && o.Kind != chat.KindText {
+					cancel()
+					break
+				}
+			}
+			cancel()
+			if j := mustJSON(watched); strings.Contains(j, "987654") || !strings.Contains(j, "withheld") {
+				t.Errorf("what ben watched after %d holds what cy read:\n%s", after, j)
+			}
+		}
+		for _, reader := range []planexec.Delegation{payroll, boss} {
+			got, err := r.chat.TranscriptFor(ctx, reader, s, 0, 0)
+			if err != nil || !strings.Contains(mustJSON(got), "987654") {
+				t.Errorf("%s, who may read salaries, is not shown them: %v", reader.User, err)
+			}
+		}
+	})
+
 	t.Run("a summary made for a person is sent for another only if they could read all of it", func(t *testing.T) {
 		r, model := salaryRig(t, func(c *chat.Config) { c.CompactAtTokens = 1 })
 		s := r.session("s1")

@@ -77,9 +77,10 @@
 // repeat it. A summary says whom it was made for and what it was made from
 // (Summary.For, Sources); for another person it is used only if they could
 // read all of it, and otherwise their turn is sent the conversation from its
-// start, withheld as above, and compacted for them. Chat.Transcript and
-// Chat.Watch give the whole transcript: what a person may see of it is the
-// service's to decide.
+// start, withheld as above, and compacted for them. A person reading the
+// session is shown it the same way (Chat.TranscriptFor, Chat.WatchFor, which
+// chathttp serves); Chat.Transcript and Chat.Watch give the whole record,
+// for the service.
 //
 // # Proposals
 //
@@ -134,8 +135,9 @@
 // Chat.Watch yields a session's outputs from any Seq, stored ones first and
 // then live ones from any replica, ending with ctx. The turn never waits for
 // a watcher; one that falls Config.WatchLag outputs behind is dropped with
-// ErrWatcherDropped and resumes from its last Seq without a gap. Package
-// chathttp serves this over HTTP as Server-Sent Events.
+// ErrWatcherDropped and resumes from its last Seq without a gap.
+// Chat.WatchFor is the same, as one person may see it. Package chathttp
+// serves that over HTTP as Server-Sent Events.
 //
 // # Metering
 //

@@ -207,7 +207,7 @@ type turn struct {
 	seq     int64      // the session's last entry
 	summary *Summary   // the summary the model is sent, if one may be
 	history []Output   // what the model is told: entries after the summary
-	judged  map[string]bool
+	judge   *judge     // whether the person could have read what others did
 	rounds  int
 }
 

@@ -7,6 +7,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/store"
 )
 
@@ -129,6 +130,81 @@ func (c *Chat) Watch(ctx context.Context, tenant, session string, after int64) i
 			timer.Stop()
 		}
 	}
+}
+
+// TranscriptFor is Transcript as person may see it: what they could not
+// have read themselves (results and applied outcomes read under another
+// person's authority that theirs would not allow, and the answers written
+// from them for others) is withheld, in fixed words, as it is from the
+// planner working for them. A person's client reads the session this way;
+// Transcript is the whole record, for the service.
+func (c *Chat) TranscriptFor(ctx context.Context, person planexec.Delegation, session string, after int64, limit int) ([]Output, error) {
+	v, err := c.viewerFor(ctx, person, session, after)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.Transcript(ctx, person.Tenant, session, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		v.show(&out[i])
+	}
+	return out, nil
+}
+
+// WatchFor is Watch as person may see it, withheld as TranscriptFor says.
+func (c *Chat) WatchFor(ctx context.Context, person planexec.Delegation, session string, after int64) iter.Seq2[Output, error] {
+	return func(yield func(Output, error) bool) {
+		v, err := c.viewerFor(ctx, person, session, after)
+		if err != nil {
+			yield(Output{}, err)
+			return
+		}
+		var text *Output // the text of the message that follows it
+		for o, err := range c.Watch(ctx, person.Tenant, session, after) {
+			if err != nil {
+				yield(o, err)
+				return
+			}
+			if o.Kind == KindText {
+				text = &o
+				continue
+			}
+			v.show(&o)
+			if text != nil {
+				t := *text
+				t.Text, text = o.Text, nil
+				if !yield(t, nil) {
+					return
+				}
+			}
+			if !yield(o, nil) {
+				return
+			}
+		}
+	}
+}
+
+// viewerFor is a viewer for person of the session's entries after after:
+// it has read those before, so what they withheld is known.
+func (c *Chat) viewerFor(ctx context.Context, person planexec.Delegation, session string, after int64) (*viewer, error) {
+	planner, err := person.Delegate("planner:"+session, person.Scope, person.Expires)
+	if err != nil {
+		return nil, err
+	}
+	j := &judge{c: c, ctx: ctx, person: person, planner: planner}
+	v := &viewer{person: person, may: j.mayRead}
+	if after > 0 {
+		before, err := c.Transcript(ctx, person.Tenant, session, 0, int(after))
+		if err != nil {
+			return nil, err
+		}
+		for i := range before {
+			v.show(&before[i])
+		}
+	}
+	return v, nil
 }
 
 // repairIfDead repairs the session's turn if its process stopped.

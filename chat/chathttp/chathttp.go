@@ -212,7 +212,7 @@ func (h *handler) transcript(w http.ResponseWriter, r *http.Request, person plan
 		writeProblem(w, problem{http.StatusBadRequest, "invalid_request", "limit must be a whole number from 1 to " + strconv.Itoa(MaxTranscriptLimit) + "."})
 		return
 	}
-	out, err := h.chat.Transcript(r.Context(), person.Tenant, r.PathValue("id"), after, int(limit))
+	out, err := h.chat.TranscriptFor(r.Context(), person, r.PathValue("id"), after, int(limit))
 	if err != nil {
 		h.fail(w, r, err)
 		return

@@ -71,7 +71,9 @@
 // # The event stream
 //
 // GET /sessions/{id}/events is a stream of Server-Sent Events, one per
-// output of the session, the stored ones first and then the live ones:
+// output of the session as the person may see it (chat.WatchFor: what
+// another person read that they could not is withheld, as the transcript
+// route withholds it), the stored ones first and then the live ones:
 //
 //	id: 7
 //	event: tool_call

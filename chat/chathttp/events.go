@@ -72,7 +72,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request, person planexec
 	go func() {
 		defer close(watched)
 		defer close(items)
-		for out, err := range h.chat.Watch(ctx, person.Tenant, id, after) {
+		for out, err := range h.chat.WatchFor(ctx, person, id, after) {
 			select {
 			case items <- item{out, err}:
 			case <-ctx.Done():
