@@ -94,7 +94,9 @@ func (s *service) signIn(person string) chromedp.Action[chromedp.Void] {
 // returns what the page's scripts threw so far.
 func openBrowser(t *testing.T, exe string) (page context.Context, threw func() []string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// Generous: on a loaded two-core machine Chromium alone can take
+	// seconds to start.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.Flag("disable-dev-shm-usage", true))
 	alloc, stopAlloc := chromedp.NewExecAllocator(ctx, opts...)
