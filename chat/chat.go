@@ -97,8 +97,10 @@ type Config struct {
 	// (on a rune boundary) and marked truncated. Default:
 	// DefaultMaxResultBytes (16 KiB).
 	MaxResultBytes int
-	// PollInterval is how often a watcher asks the store for entries
-	// written by other processes. Default: 250ms.
+	// PollInterval is how often a watcher caught up with its session asks
+	// the store whether other processes wrote to it (one read of the
+	// session's record; its entries are read only once there are new ones).
+	// Writes of this process wake its watchers at once. Default: 250ms.
 	PollInterval time.Duration
 	// Holder names this process in turn leases. Default: host name, process
 	// id and a random suffix.

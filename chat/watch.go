@@ -114,20 +114,37 @@ func (c *Chat) Watch(ctx context.Context, tenant, session string, after int64) i
 			if len(page) > 0 {
 				continue
 			}
-			if err := c.repairIfDead(ctx, k); err != nil {
-				yield(Output{}, err)
-				return
-			}
-			timer := time.NewTimer(c.cfg.PollInterval)
-			select {
-			case <-ctx.Done():
+			// Caught up: wait for the session to go on, reading only its
+			// record (one read a poll) until it holds an entry past after.
+			for {
+				rec, doc, err := c.load(ctx, tenant, session)
+				if err != nil {
+					yield(Output{}, err)
+					return
+				}
+				if rec.Seq > after {
+					break
+				}
+				if rec.Turn.Holder != "" && !rec.Turn.Held(c.cfg.Now()) {
+					// Its turn's process stopped: the repair ends the turn.
+					if err := c.repair(ctx, rec, doc); err != nil && !errors.Is(err, store.ErrTurnHeld) {
+						yield(Output{}, err)
+						return
+					}
+					continue
+				}
+				timer := time.NewTimer(c.cfg.PollInterval)
+				select {
+				case <-ctx.Done():
+					timer.Stop()
+					yield(Output{}, ctx.Err())
+					return
+				case <-wake:
+				case <-timer.C:
+				}
 				timer.Stop()
-				yield(Output{}, ctx.Err())
-				return
-			case <-wake:
-			case <-timer.C:
+				wake = c.woken(k) // before the next read, so no entry stored after it is missed
 			}
-			timer.Stop()
 		}
 	}
 }
@@ -205,18 +222,6 @@ func (c *Chat) viewerFor(ctx context.Context, person planexec.Delegation, sessio
 		}
 	}
 	return v, nil
-}
-
-// repairIfDead repairs the session's turn if its process stopped.
-func (c *Chat) repairIfDead(ctx context.Context, k sessionKey) error {
-	rec, doc, err := c.load(ctx, k.tenant, k.id)
-	if err != nil || rec.Turn.Holder == "" || rec.Turn.Held(c.cfg.Now()) {
-		return err
-	}
-	if err := c.repair(ctx, rec, doc); err != nil && !errors.Is(err, store.ErrTurnHeld) {
-		return err
-	}
-	return nil
 }
 
 // repair ends a turn whose process stopped (its lease ran out with no end

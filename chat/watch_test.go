@@ -5,12 +5,14 @@ import (
 	"errors"
 	"iter"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/planexec/planexec/chat"
 	"github.com/planexec/planexec/llm"
 	"github.com/planexec/planexec/llm/scripted"
+	"github.com/planexec/planexec/store"
 )
 
 func TestASlowWatcherIsDroppedNeverStallsTheTurnAndResumesWithoutAGap(t *testing.T) {
@@ -125,4 +127,71 @@ func TestAnotherProcessSeesTheTurnBusyAndItsCancelStopsIt(t *testing.T) {
 		t.Fatal("the turn went on after a cancel from another process")
 	}
 	_ = llm.Usage{}
+}
+
+// countingStore counts the reads a watcher makes.
+type countingStore struct {
+	store.TranscriptStore
+	transcripts, sessions atomic.Int64
+}
+
+func (s *countingStore) Transcript(ctx context.Context, tenant, session string, after int64, limit int) ([]store.TranscriptEntry, error) {
+	s.transcripts.Add(1)
+	return s.TranscriptStore.Transcript(ctx, tenant, session, after, limit)
+}
+
+func (s *countingStore) Session(ctx context.Context, tenant, id string) (store.SessionRecord, error) {
+	s.sessions.Add(1)
+	return s.TranscriptStore.Session(ctx, tenant, id)
+}
+
+// A watcher caught up with an idle session reads one record a poll, the
+// session's, and its transcript only when the session has gone on.
+func TestAnIdleWatcherReadsOnlyTheSessionsRecordEachPoll(t *testing.T) {
+	var counted *countingStore
+	r := newRig(t, scripted.New(say("Hello."), say("Again.")), func(c *chat.Config) {
+		counted = &countingStore{TranscriptStore: c.Store}
+		c.Store, c.PollInterval = counted, 2*time.Millisecond
+	})
+	s := r.session("s1")
+	r.turn(ana(), s, "Hello")
+	sess, err := r.chat.Session(context.Background(), "acme", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	next, stop := iter.Pull2(r.chat.Watch(ctx, "acme", s, sess.Seq))
+	defer stop()
+	got := make(chan chat.Output)
+	go func() {
+		defer close(got)
+		for {
+			o, err, ok := next()
+			if !ok || err != nil {
+				return
+			}
+			got <- o
+		}
+	}()
+	transcripts, sessions := counted.transcripts.Load(), counted.sessions.Load()
+	for counted.sessions.Load() < sessions+20 { // twenty polls of an idle session
+		time.Sleep(time.Millisecond)
+	}
+	if n := counted.transcripts.Load() - transcripts; n > 1 {
+		t.Errorf("the idle watcher read the transcript %d times in twenty polls, want at most once", n)
+	}
+	// The session goes on: the watcher reads it.
+	r.turn(ana(), s, "Hello again")
+	select {
+	case o := <-got:
+		if o.Seq != sess.Seq+1 {
+			t.Errorf("the watcher's next output is %+v, want the next entry", o)
+		}
+	case <-ctx.Done():
+		t.Fatal("the watcher never saw the session go on")
+	}
+	cancel()
+	for range got {
+	}
 }
