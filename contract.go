@@ -81,8 +81,10 @@ func Irreversible() ContractOption { return func(c *Contract) { c.irreversible =
 // just before the step acts, its key claimed; a step whose arguments hold
 // references is checked only then. A check whose error wraps an
 // *UnmetError (Unmet) refuses the step with ReasonPrecondition and the
-// error's words, which a planner is shown; any other error fails the step
-// as a failing tool would, its text never shown. A is the contract's
+// error's words, which a planner is shown; any other error (the check
+// could not be made) fails the step, its text never shown. Either way the
+// step did nothing: it is failed, never in doubt, and its key is free. A
+// check is bounded by half the executor's Config.Lease. A is the contract's
 // argument type: another is a *ConfigurationError.
 func Precondition[A any](check func(ctx context.Context, d Delegation, args A) error) ContractOption {
 	return func(c *Contract) {

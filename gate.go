@@ -241,7 +241,8 @@ func (g *gate) release(s *vstep, epoch int64) {
 }
 
 // clear decides, with the key claimed, whether the step may act now: the
-// delegation (expiry, Config.Authorizer), the decision of a person who
+// delegation (expiry, Config.Authorizer), the tool's Precondition against
+// the world as it stands, the decision of a person who
 // cleared it (still standing), and, for a step cleared only now (its
 // arguments held references), the whole clearance; then its grant is
 // checked again and its amount spent against the grant's window, once per
@@ -262,8 +263,15 @@ func (g *gate) clear(i int, s *vstep, clr clearance) (clearance, error) {
 	}
 	if s.tool.contract.pre != nil {
 		// Before a person is asked or a grant spent: the world as it
-		// stands may refuse the step.
-		if err := g.r.precondition(g.ctx, g.v, i, s, d); err != nil {
+		// stands may refuse the step. The check is bounded well within the
+		// claim's lease, which is not renewed until the step acts.
+		ctx, cancel := context.WithTimeout(g.ctx, ex.cfg.Lease/2)
+		err := g.r.precondition(ctx, g.v, i, s, d)
+		cancel()
+		switch {
+		case err != nil && g.ctx.Err() != nil:
+			return clr, errNotStarted // the run was stopped: the step did not start
+		case err != nil:
 			return clr, g.unmet(s, err)
 		}
 	}

@@ -21,12 +21,13 @@ import (
 // gatedPlanner answers with replies in turn; the call numbered block (from
 // 1) waits, once entered, until release is closed. It counts its calls.
 type gatedPlanner struct {
-	replies []string
-	block   int
-	entered chan struct{}
-	release chan struct{}
-	calls   atomic.Int32
-	fail    error // the answer of every call, when set
+	replies  []string
+	block    int
+	entered  chan struct{}
+	release  chan struct{}
+	calls    atomic.Int32
+	fail     error // the answer of every call from failFrom (from 1), when set
+	failFrom int
 }
 
 func newGatedPlanner(block int, replies ...string) *gatedPlanner {
@@ -43,7 +44,7 @@ func (p *gatedPlanner) Plan(ctx context.Context, _ planexec.PlanRequest) (*plane
 			return nil, ctx.Err()
 		}
 	}
-	if p.fail != nil {
+	if p.fail != nil && n >= p.failFrom {
 		return nil, p.fail
 	}
 	if n > len(p.replies) {
@@ -155,24 +156,74 @@ func TestADoWhosePlannerFailedLetsTheRunGoAtOnce(t *testing.T) {
 	ctx := context.Background()
 	// The lease is long: a run still held after the failed Do would make
 	// the next one wait an hour.
-	st := memory.New()
-	r := &recorder{}
 	long := func(s *setup) { s.Config.Lease = time.Hour }
-	first, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-a"), long))
-	second, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-b"), long))
+	t.Run("in its first round: nothing is left stored", func(t *testing.T) {
+		st, r := memory.New(), &recorder{}
+		first, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-a"), long))
+		second, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-b"), long))
+		failing := newGatedPlanner(0)
+		failing.fail = errors.New("the model is down")
+		if _, err := first.Do(ctx, failing, "get them to New York"); err == nil {
+			t.Fatal("Do with a failing planner succeeded")
+		}
+		if info, err := second.Info(ctx); !errors.Is(err, planexec.ErrNoRecord) {
+			t.Fatalf("after the failed first round: %+v, %v; want no record", info, err)
+		}
+		res, err := second.Do(ctx, newGatedPlanner(0, doTripJSON, doAnswerJSON), "get them to New York")
+		if err != nil || res.Answer != "Booked BA117." {
+			t.Fatalf("the next Do: %+v, %v; want it to plan and answer", res, err)
+		}
+	})
+	t.Run("in a later round: the run is left planning, and free", func(t *testing.T) {
+		st, r := memory.New(), &recorder{}
+		first, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-a"), long))
+		second, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-b"), long))
+		failing := newGatedPlanner(0, doTripJSON)
+		failing.fail, failing.failFrom = errors.New("the model is down"), 2
+		if _, err := first.Do(ctx, failing, "get them to New York"); err == nil {
+			t.Fatal("Do with a planner failing in round 2 succeeded")
+		}
+		info, err := second.Info(ctx)
+		if err != nil || info.Status != planexec.RunPlanning {
+			t.Fatalf("after the failed Do: %+v, %v; want the run stored, planning", info, err)
+		}
+		res, err := second.Do(ctx, newGatedPlanner(0, doAnswerJSON), "get them to New York")
+		if err != nil || res.Answer != "Booked BA117." {
+			t.Fatalf("the next Do: %+v, %v; want it to plan round 2 and answer", res, err)
+		}
+		if n := callsOf(r, "book_flight"); n != 1 {
+			t.Errorf("book_flight ran %d times, want once", n)
+		}
+	})
+}
 
-	failing := newGatedPlanner(0)
-	failing.fail = errors.New("the model is down")
-	if _, err := first.Do(ctx, failing, "get them to New York"); err == nil {
-		t.Fatal("Do with a failing planner succeeded")
+// The lease of a run held for its rounds is moved on while its planner
+// works: another replica finds it busy long after a lease would have run
+// out.
+func TestARunHeldWhileItsPlannerWorksIsKeptPastItsLease(t *testing.T) {
+	ctx := context.Background()
+	const lease = 60 * time.Millisecond
+	short := func(s *setup) { s.Config.Lease = lease }
+	st, r := memory.New(), &recorder{}
+	first, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-a"), short))
+	second, _ := newExecutor(t, r, edits(withStore(st), withHolder("replica-b"), short))
+	planner := newGatedPlanner(1, doTripJSON, doAnswerJSON)
+	done := make(chan cancelOutcome, 1)
+	go func() {
+		res, err := first.Do(ctx, planner, "get them to New York")
+		done <- cancelOutcome{res, err}
+	}()
+	cancelWait(t, planner.entered, "the first Do never asked its planner")
+	time.Sleep(5 * lease) // past the lease it took, many times over
+	if res, err := second.Do(ctx, planner, "get them to New York"); !errors.Is(err, planexec.ErrRunBusy) {
+		t.Errorf("another replica's Do while the planner works: %+v, %v; want ErrRunBusy", res, err)
 	}
-	info, err := second.Info(ctx)
-	if err != nil || info.Status != planexec.RunPlanning {
-		t.Fatalf("after the failed Do: %+v, %v; want the run stored, planning", info, err)
+	close(planner.release)
+	if out := <-done; out.err != nil || out.res.Answer != "Booked BA117." {
+		t.Fatalf("the first Do: %+v, %v", out.res, out.err)
 	}
-	res, err := second.Do(ctx, newGatedPlanner(0, doTripJSON, doAnswerJSON), "get them to New York")
-	if err != nil || res.Answer != "Booked BA117." {
-		t.Fatalf("the next Do: %+v, %v; want it to plan and answer", res, err)
+	if n := planner.calls.Load(); n != 2 {
+		t.Errorf("the planner was asked %d times, want twice", n)
 	}
 }
 

@@ -334,3 +334,31 @@ func TestCheckPreconditionsLeavesAStepThatActedToItsClaim(t *testing.T) {
 		t.Errorf("effects = %v", b.did)
 	}
 }
+
+func TestCheckPreconditionsLeavesAStepAfterOneYetToActToTheGate(t *testing.T) {
+	ctx := context.Background()
+	b := newBoard()
+	run := boardRun(t, b)
+	// s1 links the item s0 makes: refused by the world as it is now, taken
+	// by the world s0 leaves.
+	plan := planexec.Plan{Goal: "g", Steps: []planexec.Step{
+		step("s0", "create_item", itemArgs{ID: "c"}),
+		step("s1", "link", edgeArgs{From: "c", To: "a"}, "s0"),
+	}}
+	if err := run.CheckPreconditions(ctx, plan); err != nil {
+		t.Fatalf("CheckPreconditions: %v; want s1 left to the gate", err)
+	}
+	if res, err := run.Execute(ctx, plan); err != nil || !res.Complete {
+		t.Fatalf("Execute: %+v, %v", res, err)
+	}
+	if !slices.Equal(b.did, []string{"create c", "link c->a"}) {
+		t.Errorf("effects = %v", b.did)
+	}
+	// Without the dependency the link is judged now, and refused.
+	plan.Steps[1].DependsOn = nil
+	plan.Steps[0].Arguments = []byte(`{"id":"d"}`)
+	plan.Steps[1].Arguments = []byte(`{"from":"e","to":"a"}`)
+	if err := boardRuns(t, newBoard(), "run-2")[0].CheckPreconditions(ctx, plan); !errors.Is(err, planexec.ReasonPrecondition) {
+		t.Errorf("a link on no item, after nothing: %v, want ReasonPrecondition", err)
+	}
+}

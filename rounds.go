@@ -87,10 +87,11 @@ func decodeRun(rec *store.PlanRecord) (Plan, *roundsState, error) {
 // a stored run it goes on from where the run stands (replaying the steps
 // that finished, never asking the planner again for a plan it stored), and
 // for an answered run it returns the answer. A run stored by Execute alone
-// is resumed as Resume would. While a call plans a round it holds the run
-// (a lease in the store, with a store that recovers runs): a Do or Reply
+// is resumed as Resume would. While a call plans and runs its rounds it holds
+// the run (a lease in the store, with a store that recovers runs): a Do
 // meanwhile, on any replica, is ErrRunBusy before it asks its planner
-// anything, so no round is planned twice, even of a run not yet stored.
+// anything, so no round is planned twice, even of a run not yet stored. A
+// first round whose planning failed leaves nothing stored.
 //
 // Idempotency across rounds, with a store that keeps claims (every store of
 // this module does): an irreversible effect (the same tool with the same
@@ -205,6 +206,10 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		return last, err
 	}
 	update = update || r.held
+	// The lease is moved on while the call plans, clears and runs its
+	// rounds, until it lets the run go (a save that stops it ends it).
+	stopLease := r.keepHeld(ctx, d)
+	defer stopLease()
 	for ; ; round++ {
 		budget := r.ex.cfg.TokenBudget
 		final := round > r.ex.cfg.MaxRounds || (budget > 0 && st.Usage.Total() >= budget)
@@ -214,9 +219,7 @@ func (r *Run) rounds(ctx context.Context, planner Planner, st *roundsState, roun
 		}
 		r.j.emit(&Event{Kind: EventRoundStarted, RunID: d.RunID, Tenant: d.Tenant, Round: round, Detail: detail})
 		before := r.Usage()
-		stopLease := r.keepHeld(ctx, d)
 		plan, err := (&planning{r: r, d: d, planner: planner, req: PlanRequest{Task: st.Task, Round: round, History: st.Past, Barred: st.barred(), Final: final}}).run(ctx)
-		stopLease()
 		st.Usage = st.Usage.Add(spent(before, r.Usage()))
 		if err != nil {
 			return last, err
@@ -260,9 +263,8 @@ func stopped(ctx context.Context, err error) error {
 
 // hold takes the run for the call before its next round is planned, unless
 // the call's last save holds it already: the run is saved as planning,
-// under a lease the call moves on while its planner works (keepHeld), so
-// another execution's Do or Reply meanwhile is ErrRunBusy and no round is
-// planned twice. A run not yet stored is created so: of calls creating one
+// under a lease the call moves on while it works (keepHeld), so another
+// execution's Do meanwhile is ErrRunBusy and no round is planned twice. A run not yet stored is created so: of calls creating one
 // run at once, one does and the others are ErrRunBusy.
 func (r *Run) hold(ctx context.Context, st *roundsState, d *Delegation) error {
 	if !r.planning || r.held {
@@ -275,8 +277,9 @@ func (r *Run) hold(ctx context.Context, st *roundsState, d *Delegation) error {
 	return r.savePlan(ctx, v, d, store.RunPlanning, nil)
 }
 
-// keepHeld moves the lease of a run held while planning on, every third of
-// a lease, until the returned stop.
+// keepHeld moves the lease of a run held for its rounds on, every third of
+// a lease, until the returned stop, or until the run is no longer held
+// (answered, paused, taken over).
 func (r *Run) keepHeld(ctx context.Context, d *Delegation) (stop func()) {
 	rc, ttl := r.ex.st.recoverer, r.ex.cfg.Lease
 	if !r.held || rc == nil {
@@ -293,7 +296,9 @@ func (r *Run) keepHeld(ctx context.Context, d *Delegation) (stop func()) {
 
 // letGo ends the call's hold on a run it left planning (a planner that
 // failed, a context cancelled between rounds), so the next call need not
-// wait for the lease to run out. A hold it cannot end runs out.
+// wait for the lease to run out. A run whose first round was never planned
+// holds nothing worth keeping: it is forgotten, while still held, so
+// nothing is left planning for ever. A hold it cannot end runs out.
 func (r *Run) letGo(ctx context.Context) {
 	if !r.held {
 		return
@@ -301,7 +306,14 @@ func (r *Run) letGo(ctx context.Context) {
 	r.held = false
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.ex.cfg.Lease/3)
 	defer cancel()
-	_ = r.ex.st.recoverer.ExtendRun(ctx, store.RunRef{Tenant: r.d.Tenant, RunID: r.d.RunID}, r.holder, r.ex.now())
+	ref, rc := store.RunRef{Tenant: r.d.Tenant, RunID: r.d.RunID}, r.ex.st.recoverer
+	if v := r.saved; v != nil && v.plan.ID == roundPlanID(&r.d, 0) {
+		// Still the call's (the lease moved on first), it goes.
+		if rc.ExtendRun(ctx, ref, r.holder, r.ex.now().Add(r.ex.cfg.Lease)) == nil && r.ex.st.Forget(ctx, ref.Tenant, ref.RunID) == nil {
+			return
+		}
+	}
+	_ = rc.ExtendRun(ctx, ref, r.holder, r.ex.now())
 }
 
 // joined is the errors err joins (errors.Join, at any depth), or err alone.

@@ -47,10 +47,11 @@ type Run struct {
 	// run's record the call read or last wrote. All are the busy call's.
 	holder, taken string
 	rev           int64
-	// planning is set while Do or Reply runs rounds: a save that leaves
-	// the run planning its next round holds it (a lease), so another
-	// execution plans no round meanwhile; held says the last save did;
-	// saved is what it saved. All are the busy call's.
+	// planning is set while Do or Reply runs rounds over a store that
+	// recovers runs (one with leases): a save that leaves the run planning
+	// its next round holds it, so another execution plans no round
+	// meanwhile; held says the last save did; saved is what it saved. All
+	// are the busy call's.
 	planning, held bool
 	saved          *vplan
 }
@@ -248,12 +249,14 @@ func (r *Run) Authorize(ctx context.Context, plan Plan) error {
 }
 
 // CheckPreconditions asks the world whether it would take plan now: each
-// step's tool's Precondition, under the run's delegation, for the steps
-// whose arguments hold no references (those are checked just before they
-// run) and whose key is free (a step of the run that acted, or may have,
-// is left to its claim: what it did may be why the world refuses it now).
-// A precondition unmet is a *PlanValidationError with ReasonPrecondition
-// naming the step; a plan Validate refuses is refused so. Nothing runs.
+// step's tool's Precondition, under the run's delegation. It leaves to the
+// gate, which checks every step just before it acts, the steps it cannot
+// judge now: a step whose arguments hold references, one that waits on a
+// step yet to act (the world it acts in is not this one), and one whose key
+// is not free (a step of the run that acted, or may have: what it did may
+// be why the world refuses it now). A precondition unmet is a
+// *PlanValidationError with ReasonPrecondition naming the step; a plan
+// Validate refuses is refused so. Nothing runs.
 func (r *Run) CheckPreconditions(ctx context.Context, plan Plan) error {
 	if !r.hasPreconditions() {
 		return nil
@@ -263,17 +266,23 @@ func (r *Run) CheckPreconditions(ctx context.Context, plan Plan) error {
 	if perr != nil {
 		return perr
 	}
+	acts := map[string]bool{} // the steps yet to act, and those after them
 	for _, i := range v.order {
 		s := &v.steps[i]
-		if s.refs != nil || s.tool.contract.pre == nil {
+		id := s.step.ID
+		after := slices.ContainsFunc(s.step.DependsOn, func(dep string) bool { return acts[dep] })
+		if s.refs != nil {
+			acts[id] = true
 			continue
 		}
-		c, err := r.ex.st.Claim(ctx, store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: s.step.ID, Tool: s.step.Tool,
+		c, err := r.ex.st.Claim(ctx, store.ClaimRequest{Key: s.key, RunID: d.RunID, StepID: id, Tool: s.step.Tool,
 			PerTenant: s.tool.contract.perTenant, Peek: true})
 		if err != nil {
-			return fmt.Errorf("planexec: reading the claim of step %s: %w", quote(s.step.ID), err)
+			return fmt.Errorf("planexec: reading the claim of step %s: %w", quote(id), err)
 		}
-		if c.State != store.ClaimFree {
+		free := c.State == store.ClaimFree
+		acts[id] = free || after
+		if !free || after || s.tool.contract.pre == nil {
 			continue
 		}
 		if err := r.precondition(ctx, v, i, s, d); err != nil {
@@ -476,7 +485,8 @@ func (r *Run) resume(ctx context.Context, rec *store.PlanRecord, d *Delegation, 
 
 // savePlan stores v with where the run stands and what it waits for, and
 // the events not yet stored, under d, as the call's execution: it holds the
-// run while the run is running, and lets it go otherwise. A run another
+// run while the run is running, or planning its next round in a Do or Reply
+// (Run.planning), and lets it go otherwise. A run another
 // execution holds, or saved since this call read it, is not saved over:
 // ErrRunBusy.
 func (r *Run) savePlan(ctx context.Context, v *vplan, d *Delegation, status store.RunStatus, waits []store.Wait) error {

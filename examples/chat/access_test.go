@@ -305,8 +305,8 @@ func TestWhatAClientHoldsIsBounded(t *testing.T) {
 
 // TestATokensFileGivesEachPersonTheirs: person=token lines, comments and
 // blank lines skipped; a line of another shape, a person the demo does not
-// have, or a short token is refused at start, naming the line or the
-// person and never the token.
+// have, a short token, a person listed twice or one token for two people is
+// refused at start, naming the line or the person and never the token.
 func TestATokensFileGivesEachPersonTheirs(t *testing.T) {
 	tokens, err := readTokens(strings.NewReader("# the people\nana = ana-token-0123456789\n\nben=ben-token-0123456789\n"))
 	if err != nil {
@@ -322,10 +322,15 @@ func TestATokensFileGivesEachPersonTheirs(t *testing.T) {
 	if _, err := readTokens(strings.NewReader("ana ana-token-0123456789\n")); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("a line with no =: %v", err)
 	}
+	if _, err := readTokens(strings.NewReader("ana=ana-token-0123456789\nben=ben-token-0123456789\nana=ana-token-9876543210\n")); err == nil ||
+		!strings.Contains(err.Error(), "line 3") || strings.Contains(err.Error(), "token-") {
+		t.Errorf("a person listed twice: %v; want refused at line 3, with no token", err)
+	}
 	for _, bad := range []map[string]string{
 		{"eve": "eve-token-0123456789"},
 		{"ana": "short-secret"},
 		{},
+		{"ana": "one-token-0123456789", "ben": "one-token-0123456789"},
 	} {
 		_, err := newAccess(bad)
 		if err == nil {

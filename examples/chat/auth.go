@@ -55,18 +55,25 @@ var (
 )
 
 // newAccess keeps the people's tokens, person → token; each person must be
-// one of the demo's people.
+// one of the demo's people, with a token of their own: a token two people
+// shared would sign in as either.
 func newAccess(tokens map[string]string) (*access, error) {
 	a := &access{tokens: map[string][sha256.Size]byte{}, now: time.Now,
 		links: map[[sha256.Size]byte]grant{}, cookies: map[[sha256.Size]byte]grant{}}
-	for person, token := range tokens {
+	owner := map[[sha256.Size]byte]string{}
+	for _, person := range slices.Sorted(maps.Keys(tokens)) {
+		token := tokens[person]
 		if _, ok := people[person]; !ok {
 			return nil, fmt.Errorf("a token for %q, who is not one of the people (ana, ben)", person)
 		}
 		if len(token) < minToken {
 			return nil, fmt.Errorf("%s's token is shorter than %d characters", person, minToken)
 		}
-		a.tokens[person] = sha256.Sum256([]byte(token))
+		sum := sha256.Sum256([]byte(token))
+		if other, dup := owner[sum]; dup {
+			return nil, fmt.Errorf("%s has the token of %s: each person needs their own", person, other)
+		}
+		a.tokens[person], owner[sum] = sum, person
 	}
 	if len(a.tokens) == 0 {
 		return nil, errors.New("no person has a token")
@@ -74,8 +81,8 @@ func newAccess(tokens map[string]string) (*access, error) {
 	return a, nil
 }
 
-// readTokens reads person=token lines; blank lines and lines starting with
-// # are skipped.
+// readTokens reads person=token lines, one line a person; blank lines and
+// lines starting with # are skipped.
 func readTokens(r io.Reader) (map[string]string, error) {
 	tokens := map[string]string{}
 	lines := bufio.NewScanner(r)
@@ -88,7 +95,11 @@ func readTokens(r io.Reader) (map[string]string, error) {
 		if !ok || strings.TrimSpace(person) == "" || strings.TrimSpace(token) == "" {
 			return nil, fmt.Errorf("line %d is not person=token", n)
 		}
-		tokens[strings.TrimSpace(person)] = strings.TrimSpace(token)
+		person = strings.TrimSpace(person)
+		if _, dup := tokens[person]; dup {
+			return nil, fmt.Errorf("line %d gives %q a token again: one line a person", n, person)
+		}
+		tokens[person] = strings.TrimSpace(token)
 	}
 	return tokens, lines.Err()
 }

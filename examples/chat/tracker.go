@@ -85,12 +85,20 @@ func (t *tracker) add(n NewItem) Item {
 func (t *tracker) find(title string) (Item, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, it := range t.items {
-		if strings.EqualFold(it.Title, title) {
-			return *it, true
-		}
+	if it := t.titled(title); it != nil {
+		return *it, true
 	}
 	return Item{}, false
+}
+
+// titled is the item with the title, case aside, or nil. Callers hold mu.
+func (t *tracker) titled(title string) *Item {
+	for _, it := range t.items {
+		if strings.EqualFold(it.Title, title) {
+			return it
+		}
+	}
+	return nil
 }
 
 // get is the item with id, or the tool error the planner reads.
@@ -130,6 +138,9 @@ func (t *tracker) getItem(_ context.Context, a GetItem) (Item, error) {
 func (t *tracker) create(_ context.Context, n NewItem) (Item, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if r := t.refuseCreate(n); r != nil {
+		return Item{}, r.toolError()
+	}
 	return t.add(n), nil
 }
 
@@ -155,16 +166,10 @@ func (t *tracker) update(_ context.Context, c ItemChange) (Item, error) {
 func (t *tracker) depend(_ context.Context, d Dependency) (Item, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	it, err := t.get(d.Item)
-	if err != nil {
-		return Item{}, err
+	if r := t.refuseDependency(d); r != nil {
+		return Item{}, r.toolError()
 	}
-	if _, err := t.get(d.DependsOn); err != nil {
-		return Item{}, err
-	}
-	if d.Item == d.DependsOn {
-		return Item{}, &chat.ToolError{Code: "invalid_arguments", Message: "An item cannot wait for itself."}
-	}
+	it := t.items[d.Item]
 	if !slices.Contains(it.DependsOn, d.DependsOn) {
 		it.DependsOn = append(it.DependsOn, d.DependsOn)
 	}
@@ -203,10 +208,9 @@ func (t *tracker) writes() []*planexec.Tool {
 // Their words go to the planner, so they name no value it wrote.
 
 func (t *tracker) canCreate(_ context.Context, _ planexec.Delegation, n NewItem) error {
-	if _, taken := t.find(n.Title); taken {
-		return planexec.Unmet("an item with that title exists already")
-	}
-	return nil
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.refuseCreate(n).unmet()
 }
 
 func (t *tracker) canUpdate(_ context.Context, _ planexec.Delegation, c ItemChange) error {
@@ -221,15 +225,57 @@ func (t *tracker) canUpdate(_ context.Context, _ planexec.Delegation, c ItemChan
 func (t *tracker) canDepend(_ context.Context, _ planexec.Delegation, d Dependency) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch {
-	case t.items[d.Item] == nil || t.items[d.DependsOn] == nil:
-		return planexec.Unmet("an item it names does not exist")
-	case d.Item == d.DependsOn:
-		return planexec.Unmet("an item cannot wait for itself")
-	case t.waitsFor(d.DependsOn, d.Item):
-		return planexec.Unmet("the item it would wait for already waits for it: the dependency would close a cycle")
+	return t.refuseDependency(d).unmet()
+}
+
+// refusal is why the tracker as it stands does not take a write. The
+// precondition reads it before a plan runs; the tool reads it again in the
+// critical section where it writes, so that two plans that passed their
+// preconditions together cannot both land (a cycle, a title twice).
+type refusal struct {
+	code string // the tool error's Code
+	why  string // the precondition's words: no value the plan wrote
+}
+
+var (
+	titleTaken  = &refusal{"conflict", "an item with that title exists already"}
+	noSuchItem  = &refusal{"not_found", "an item it names does not exist"}
+	waitsOnSelf = &refusal{"invalid_arguments", "an item cannot wait for itself"}
+	wouldCycle  = &refusal{"conflict", "the item it would wait for already waits for it: the dependency would close a cycle"}
+)
+
+// refuseCreate is why n cannot be created, or nil. Callers hold mu.
+func (t *tracker) refuseCreate(n NewItem) *refusal {
+	if t.titled(n.Title) != nil {
+		return titleTaken
 	}
 	return nil
+}
+
+// refuseDependency is why d cannot be added, or nil. Callers hold mu.
+func (t *tracker) refuseDependency(d Dependency) *refusal {
+	switch {
+	case t.items[d.Item] == nil || t.items[d.DependsOn] == nil:
+		return noSuchItem
+	case d.Item == d.DependsOn:
+		return waitsOnSelf
+	case t.waitsFor(d.DependsOn, d.Item):
+		return wouldCycle
+	}
+	return nil
+}
+
+// unmet is r for a Precondition: nil when nothing is refused.
+func (r *refusal) unmet() error {
+	if r == nil {
+		return nil
+	}
+	return planexec.Unmet(r.why)
+}
+
+// toolError is r for the tool to return, as a sentence.
+func (r *refusal) toolError() error {
+	return &chat.ToolError{Code: r.code, Message: strings.ToUpper(r.why[:1]) + r.why[1:] + ". Nothing was changed."}
 }
 
 // waitsFor reports whether item from waits, directly or not, for item to.

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/planexec/planexec"
+	"github.com/planexec/planexec/chat"
 	"github.com/planexec/planexec/llm/scripted"
 )
 
@@ -117,5 +119,138 @@ func TestAProposalTheTrackerCannotTakeGoesBackToThePlanner(t *testing.T) {
 	}
 	if !refused {
 		t.Error("the planner was not told the precondition refused its plan")
+	}
+}
+
+// Two writes whose preconditions both held when they were read, before
+// either acted (two proposals applied at once), cannot both land: each tool
+// checks again as it writes, so the second is refused with a tool error and
+// the tracker never holds a cycle or two items of one title.
+func TestTwoWritesCheckedTogetherCannotBothLand(t *testing.T) {
+	ctx := context.Background()
+	ana := planexec.Delegation{Tenant: tenant, User: "ana", Scope: scope("ana")}
+	for _, tc := range []struct {
+		name  string
+		check func(*tracker) error // the precondition, read first
+		write func(*tracker) error // the tool, run after both checks
+		why   string
+		holds func(*tracker) string // what must hold after both writes, or why not
+	}{
+		{
+			name: "dependencies that together close a cycle",
+			check: func(items *tracker) error {
+				if err := items.canDepend(ctx, ana, Dependency{Item: "T-1", DependsOn: "T-2"}); err != nil {
+					return err
+				}
+				return items.canDepend(ctx, ana, Dependency{Item: "T-2", DependsOn: "T-1"})
+			},
+			write: func(items *tracker) error {
+				if _, err := items.depend(ctx, Dependency{Item: "T-1", DependsOn: "T-2"}); err != nil {
+					return err
+				}
+				_, err := items.depend(ctx, Dependency{Item: "T-2", DependsOn: "T-1"})
+				return err
+			},
+			why: "would close a cycle",
+			holds: func(items *tracker) string {
+				items.mu.Lock()
+				defer items.mu.Unlock()
+				for id, it := range items.items {
+					for _, on := range it.DependsOn {
+						if items.waitsFor(on, id) {
+							return "the tracker holds a cycle through " + id
+						}
+					}
+				}
+				return ""
+			},
+		},
+		{
+			name: "two items of one title",
+			check: func(items *tracker) error {
+				if err := items.canCreate(ctx, ana, NewItem{Title: "Design review"}); err != nil {
+					return err
+				}
+				return items.canCreate(ctx, ana, NewItem{Title: "design review"})
+			},
+			write: func(items *tracker) error {
+				if _, err := items.create(ctx, NewItem{Title: "Design review"}); err != nil {
+					return err
+				}
+				_, err := items.create(ctx, NewItem{Title: "design review"})
+				return err
+			},
+			why: "an item with that title exists already",
+			holds: func(items *tracker) string {
+				all, _ := items.list(ctx, ListItems{})
+				n := 0
+				for _, it := range all {
+					if strings.EqualFold(it.Title, "Design review") {
+						n++
+					}
+				}
+				if n != 1 {
+					return fmt.Sprintf("the tracker holds %d items titled so", n)
+				}
+				return ""
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			items := newTracker() // T-1 and T-2, neither waiting
+			if err := tc.check(items); err != nil {
+				t.Fatalf("the preconditions, read before either write: %v", err)
+			}
+			err := tc.write(items)
+			var terr *chat.ToolError
+			if !errors.As(err, &terr) || !strings.Contains(strings.ToLower(terr.Message), tc.why) {
+				t.Errorf("the second write: %v; want a tool error saying %q", err, tc.why)
+			}
+			if terr != nil && (strings.Contains(terr.Message, "T-") || strings.Contains(strings.ToLower(terr.Message), "design review")) {
+				t.Errorf("the tool error %q names a value the plan wrote", terr.Message)
+			}
+			if why := tc.holds(items); why != "" {
+				t.Error(why)
+			}
+		})
+	}
+}
+
+// Each write refuses, as it acts, what its precondition refuses: an item it
+// names that does not exist, an item waiting for itself, a title taken.
+func TestEachWriteRefusesWhatItsPreconditionRefuses(t *testing.T) {
+	ctx := context.Background()
+	items := newTracker()
+	for _, tc := range []struct {
+		name  string
+		write func() error
+		code  string
+	}{
+		{"a dependency on an item that does not exist", func() error {
+			_, err := items.depend(ctx, Dependency{Item: "T-1", DependsOn: "T-9"})
+			return err
+		}, "not_found"},
+		{"a dependency of an item that does not exist", func() error {
+			_, err := items.depend(ctx, Dependency{Item: "T-9", DependsOn: "T-1"})
+			return err
+		}, "not_found"},
+		{"an item waiting for itself", func() error {
+			_, err := items.depend(ctx, Dependency{Item: "T-1", DependsOn: "T-1"})
+			return err
+		}, "invalid_arguments"},
+		{"a title taken", func() error {
+			_, err := items.create(ctx, NewItem{Title: "Write the release notes"})
+			return err
+		}, "conflict"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var terr *chat.ToolError
+			if err := tc.write(); !errors.As(err, &terr) || terr.Code != tc.code {
+				t.Errorf("%v; want a tool error %q", err, tc.code)
+			}
+		})
+	}
+	if all, _ := items.list(ctx, ListItems{}); len(all) != 2 || len(all[0].DependsOn)+len(all[1].DependsOn) != 0 {
+		t.Errorf("refused writes changed the tracker: %v", all)
 	}
 }
