@@ -15,6 +15,8 @@ import (
 const (
 	withheldRead   = "Withheld: this was read under the authority of another person, which the person you act for does not have."
 	withheldAnswer = "Withheld: this answer was written for another person, from what they may read and the person you act for may not."
+	withheldCall   = "Withheld: this call was made for another person, from what they may read and the person you act for may not; so is its result."
+	withheldPlan   = "Withheld: this plan was proposed for another person, from what they may read and the person you act for may not."
 )
 
 // callWithheld is the status the model is shown of a result withheld from
@@ -22,19 +24,23 @@ const (
 const callWithheld CallStatus = "withheld"
 
 // usable reports whether the model working for the turn's person may be
-// sent the summary: one made for them, or one whose every source they could
-// read. A summary that does not say whose reads it holds is sent to no one.
-func (t *turn) usable(s *Summary) bool {
+// sent the summary (see judge.usable).
+func (t *turn) usable(s *Summary) bool { return t.judgment().usable(s) }
+
+// usable reports whether the person may be shown the summary: one made for
+// them, or one whose every source they could read. A summary that does not
+// say whose reads it holds is shown to no one.
+func (j *judge) usable(s *Summary) bool {
 	switch {
 	case s == nil, s.For == "":
 		return false
-	case s.For == t.person.User:
+	case s.For == j.person.User:
 		return true
 	case s.Unlisted:
 		return false
 	}
 	for i := range s.Sources {
-		if !t.mayRead(&s.Sources[i]) {
+		if !j.mayRead(&s.Sources[i]) {
 			return false
 		}
 	}
@@ -45,7 +51,8 @@ func (t *turn) usable(s *Summary) bool {
 // them: each result or applied outcome the person could not have read is
 // withheld, and so is each answer the planner wrote for another person once
 // such an entry came before it (it may repeat what it read), or when it was
-// shown more of the transcript than this turn is.
+// shown more of the transcript than this turn is, with the calls of that
+// answer, their results, its proposals and their outcomes.
 func (t *turn) shown(entries []Output) []Output {
 	out := slices.Clone(entries)
 	v := &viewer{person: t.person, may: t.mayRead, after: t.after()}
@@ -59,8 +66,12 @@ func (t *turn) shown(entries []Output) []Output {
 // person could not have read: results and applied outcomes read under
 // another's authority that the person's would not allow, the answers
 // written for another person once such an entry came before them (or when
-// the model that wrote them was shown more than after), and the calls of a
-// withheld answer.
+// the model that wrote them was shown more than after), and what came of a
+// withheld answer: its calls and their results, its proposals and what was
+// applied of them. A proposal made for another person once such an entry
+// came before it is withheld too. A withheld proposal keeps its id, so that
+// a person knows it is there; the steps named by a decision on it do not
+// show.
 type viewer struct {
 	person planexec.Delegation
 	may    func(*Source) bool // whether person could have read what a source did
@@ -68,14 +79,15 @@ type viewer struct {
 
 	who     map[int64]string // each turn's person, by its number
 	calls   map[string]*Call
-	tainted bool // an entry was withheld: answers for others after it may hold it
-	hiding  bool // the calls of a withheld answer follow it
+	hidden  map[string]bool // the calls of withheld answers and the withheld proposals, by id (a proposal's is its call's)
+	tainted bool            // an entry was withheld: answers for others after it may hold it
+	hiding  bool            // the calls of a withheld answer follow it
 }
 
 // show withholds o, in place, if the viewer's person may not see it.
 func (v *viewer) show(o *Output) {
 	if v.who == nil {
-		v.who, v.calls = map[int64]string{}, map[string]*Call{}
+		v.who, v.calls, v.hidden = map[int64]string{}, map[string]*Call{}, map[string]bool{}
 	}
 	if o.Kind != KindToolCall {
 		v.hiding = false
@@ -97,30 +109,73 @@ func (v *viewer) show(o *Output) {
 	case KindToolCall:
 		v.calls[o.Call.ID] = o.Call
 		if v.hiding {
+			v.hidden[o.Call.ID] = true
 			o.Call = &Call{ID: o.Call.ID, Tool: o.Call.Tool, Arguments: json.RawMessage(`"withheld"`)}
 		}
-	case KindToolResult, KindApplied:
-		src := o.Source
-		if src == nil {
-			src = inferredSource(o, v.who, v.calls)
+	case KindProposal:
+		// Its plan was written from what its turn's planner was shown, as
+		// the answer that called for it was.
+		if v.hidden[o.Proposal.ID] || (v.tainted && v.who[o.Turn] != v.person.User) {
+			v.hidden[o.Proposal.ID] = true
+			*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, withheld: true,
+				Proposal: &Proposal{ID: o.Proposal.ID, Plan: ProposedPlan{Goal: withheldPlan, Steps: []Step{}}}}
 		}
-		if src == nil {
-			return // fixed words: no data
+	case KindApplying, KindRejected:
+		if v.hidden[o.Decision.Proposal] {
+			d := *o.Decision
+			d.Steps = nil
+			o.Decision = &d
 		}
-		if v.may(src) {
-			o.Source = src
+	case KindToolResult:
+		if v.hidden[o.Result.Call] {
+			v.withhold(o, withheldCall)
 			return
 		}
-		v.tainted = true
-		if o.Kind == KindToolResult {
-			*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, withheld: true, Result: &Result{
-				Call: o.Result.Call, Tool: o.Result.Tool, Status: callWithheld, Error: &ToolError{Code: "withheld", Message: withheldRead}}}
-		} else {
-			d := o.Decision
-			*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, By: o.By, withheld: true,
-				Decision: &Decision{Proposal: d.Proposal, Steps: d.Steps, Run: d.Run, Status: d.Status}}
+		if !v.readable(o) {
+			v.withhold(o, withheldRead)
+		}
+	case KindApplied:
+		if v.hidden[o.Decision.Proposal] || !v.readable(o) {
+			v.withhold(o, withheldRead)
 		}
 	}
+}
+
+// readable reports whether the viewer's person could have read what a
+// result or an applied outcome holds, setting its Source when it had to be
+// inferred.
+func (v *viewer) readable(o *Output) bool {
+	src := o.Source
+	if src == nil {
+		src = inferredSource(o, v.who, v.calls)
+	}
+	if src == nil {
+		return true // fixed words: no data
+	}
+	if v.may(src) {
+		o.Source = src
+		return true
+	}
+	return false
+}
+
+// withhold replaces a result or an applied outcome, in place, by fixed
+// words: a result by why, an outcome by its decision without what its steps
+// did (nor, for a withheld proposal, which steps).
+func (v *viewer) withhold(o *Output, why string) {
+	v.tainted = true
+	if o.Kind == KindToolResult {
+		*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, Turn: o.Turn, withheld: true, Result: &Result{
+			Call: o.Result.Call, Tool: o.Result.Tool, Status: callWithheld, Error: &ToolError{Code: "withheld", Message: why}}}
+		return
+	}
+	d := o.Decision
+	steps := d.Steps
+	if v.hidden[d.Proposal] {
+		steps = nil
+	}
+	*o = Output{Seq: o.Seq, At: o.At, Kind: o.Kind, By: o.By, withheld: true,
+		Decision: &Decision{Proposal: d.Proposal, Steps: steps, Run: d.Run, Status: d.Status}}
 }
 
 // fixedCodes are the codes of the results the chat writes in its own words.
@@ -147,11 +202,23 @@ func inferredSource(o *Output, who map[int64]string, calls map[string]*Call) *So
 
 // mayRead reports whether the turn's person could have read what src did;
 // what the person read themselves they may.
-func (t *turn) mayRead(src *Source) bool {
+func (t *turn) mayRead(src *Source) bool { return t.judgment().mayRead(src) }
+
+// judgment is the turn's judge, made at its first use.
+func (t *turn) judgment() *judge {
 	if t.judge == nil {
 		t.judge = &judge{c: t.c, ctx: t.ctx, person: t.person, planner: t.planner}
 	}
-	return t.judge.mayRead(src)
+	return t.judge
+}
+
+// judgeFor is a judge for person reading the session.
+func (c *Chat) judgeFor(ctx context.Context, person planexec.Delegation, session string) (*judge, error) {
+	planner, err := person.Delegate("planner:"+session, person.Scope, person.Expires)
+	if err != nil {
+		return nil, err
+	}
+	return &judge{c: c, ctx: ctx, person: person, planner: planner}, nil
 }
 
 // judge tells, for one person, whether they could have read what a source

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/chat"
@@ -229,6 +230,8 @@ func TestAToolCannotMakeThePersonItRunsForActInTheChat(t *testing.T) {
 // salaryRig is a chat over a tracker whose read tools include
 // get_salaries, with a model that reads them when asked about salaries and
 // repeats what it read, and that summarises by repeating the conversation.
+// Asked about a raise, it reads them too, then proposes raiseAlice and
+// looks for an item named by the salary, in one answer.
 func salaryRig(t *testing.T, tune ...func(*chat.Config)) (*rig, *scripted.Model) {
 	salaries := planexec.MustTool("get_salaries", "What each person earns.", func(ctx context.Context, a struct{}) (map[string]int, error) {
 		return map[string]int{"alice": 987654}, nil
@@ -242,15 +245,46 @@ func salaryRig(t *testing.T, tune ...func(*chat.Config)) (*rig, *scripted.Model)
 			return scripted.Reply{Content: "SUMMARY: " + strings.Join(told, " | ")}
 		}
 		switch u := lastUser(req); {
+		case strings.HasPrefix(u, "Results") && strings.Contains(u, `"tool":"propose_plan"`):
+			return say("I proposed the raise and looked for its item.")
+		case strings.HasPrefix(u, "Results") && strings.Contains(u, "987654") && strings.Contains(told(req), "raise?"):
+			return say("Alice earns 987654; I propose a raise.", call("propose_plan", raiseAlice), call("get_item", `{"id":"987654"}`))
 		case strings.HasPrefix(u, "Results") && strings.Contains(u, "987654"):
 			return say("Alice earns 987654.")
-		case strings.HasSuffix(u, "salaries?"):
+		case strings.HasSuffix(u, "salaries?"), strings.HasSuffix(u, "raise?"):
 			return say("", call("get_salaries", `{}`))
 		}
 		return say("Nothing new that I can see.")
 	})
 	r := newRig(t, model, append([]func(*chat.Config){func(c *chat.Config) { c.Reads = append(c.Reads, salaries) }}, tune...)...)
 	return r, model
+}
+
+// raiseAlice is a plan made from what get_salaries read: its goal, its
+// step's id, arguments and intent all hold the salary.
+const raiseAlice = `{"goal":"Raise Alice above 987654","steps":[{"id":"raise-987654","tool":"create_item","arguments":{"title":"Raise Alice from 987654"},"depends_on":[],"intent":"Track the raise from 987654."}]}`
+
+// seenBy is what person is shown of the session after seq after: read
+// (TranscriptFor) and watched (WatchFor) up to the session's last entry,
+// whole's.
+func seenBy(t *testing.T, r *rig, person planexec.Delegation, s string, after int64, whole []chat.Output) (read, watched []chat.Output) {
+	t.Helper()
+	ctx := context.Background()
+	read, err := r.chat.TranscriptFor(ctx, person, s, after, 0)
+	if err != nil || len(read) != len(whole)-int(after) {
+		t.Fatalf("%s's transcript after %d: %d entries, %v; want %d", person.User, after, len(read), err, len(whole)-int(after))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for o, err := range r.chat.WatchFor(wctx, person, s, after) {
+		if err != nil {
+			t.Fatalf("%s watching after %d: %v", person.User, after, err)
+		}
+		if watched = append(watched, o); o.Seq == whole[len(whole)-1].Seq && o.Kind != chat.KindText {
+			break
+		}
+	}
+	return read, watched
 }
 
 // told is everything a request shows the model.
@@ -304,25 +338,10 @@ func TestThePlannerWorkingForAPersonIsShownNothingTheyCouldNotRead(t *testing.T)
 			t.Fatalf("the whole transcript (the service's) does not hold cy's read: %v", err)
 		}
 		for _, after := range []int64{0, 2} { // from the start, and from inside cy's turn
-			got, err := r.chat.TranscriptFor(ctx, ben(), s, after, 0)
-			if err != nil || len(got) != len(whole)-int(after) {
-				t.Fatalf("ben's transcript after %d: %d entries, %v; want %d", after, len(got), err, len(whole)-int(after))
-			}
+			got, watched := seenBy(t, r, ben(), s, after, whole)
 			if j := mustJSON(got); strings.Contains(j, "987654") || !strings.Contains(j, "withheld") {
 				t.Errorf("ben's transcript after %d holds what cy read, or does not say it is withheld:\n%s", after, j)
 			}
-			var watched []chat.Output
-			wctx, cancel := context.WithCancel(ctx)
-			for o, err := range r.chat.WatchFor(wctx, ben(), s, after) {
-				if err != nil {
-					t.Fatalf("ben watching after %d: %v", after, err)
-				}
-				if watched = append(watched, o); o.Seq == whole[len(whole)-1].Seq && o.Kind != chat.KindText {
-					cancel()
-					break
-				}
-			}
-			cancel()
 			if j := mustJSON(watched); strings.Contains(j, "987654") || !strings.Contains(j, "withheld") {
 				t.Errorf("what ben watched after %d holds what cy read:\n%s", after, j)
 			}
@@ -331,6 +350,66 @@ func TestThePlannerWorkingForAPersonIsShownNothingTheyCouldNotRead(t *testing.T)
 			got, err := r.chat.TranscriptFor(ctx, reader, s, 0, 0)
 			if err != nil || !strings.Contains(mustJSON(got), "987654") {
 				t.Errorf("%s, who may read salaries, is not shown them: %v", reader.User, err)
+			}
+		}
+	})
+
+	t.Run("a plan proposed and calls made after such a read are withheld with it, but for the proposal's id", func(t *testing.T) {
+		// cy may read salaries and propose items; ben may make every call
+		// and step of cy's turn but the read of the salaries.
+		proposer := planexec.Delegation{Tenant: "acme", User: "cy", Scope: []string{"list_items", "get_item", "create_item", "get_salaries"}}
+		clerk := planexec.Delegation{Tenant: "acme", User: "ben", Scope: writeScope}
+		r, model := salaryRig(t)
+		s := r.session("s1")
+		ctx := context.Background()
+		props := of(r.turn(proposer, s, "Can Alice get a raise?"), chat.KindProposal)
+		if len(props) != 1 || !strings.Contains(mustJSON(props[0]), "Raise Alice from 987654") {
+			t.Fatalf("cy's turn proposed %s", mustJSON(props))
+		}
+		id := props[0].Proposal.ID
+		if _, err := r.chat.Apply(ctx, proposer, s, id, nil); err != nil {
+			t.Fatal(err)
+		}
+
+		n := len(model.Requests())
+		r.turn(clerk, s, "Anything new?")
+		if req := model.Requests()[n]; strings.Contains(told(&req), "987654") {
+			t.Fatalf("the planner working for ben was shown what cy's planner made of cy's read:\n%s", told(&req))
+		}
+
+		whole := r.transcript(s)
+		var lookup string // the id of the call that looked for the item
+		for _, o := range of(whole, chat.KindToolCall) {
+			if o.Call.Tool == "get_item" {
+				lookup = o.Call.ID
+			}
+		}
+		for _, after := range []int64{0, 2} {
+			read, watched := seenBy(t, r, clerk, s, after, whole)
+			for what, got := range map[string][]chat.Output{"transcript": read, "watch": watched} {
+				if j := mustJSON(got); strings.Contains(j, "987654") {
+					t.Fatalf("ben's %s after %d holds what cy read, in a plan, a call's result or an outcome:\n%s", what, after, j)
+				}
+				props := of(got, chat.KindProposal)
+				if len(props) != 1 || props[0].Proposal.ID != id || !strings.HasPrefix(props[0].Proposal.Plan.Goal, "Withheld") ||
+					len(props[0].Proposal.Plan.Steps) != 0 || !strings.Contains(mustJSON(props[0]), `"steps":[]`) {
+					t.Errorf("ben's %s after %d does not show the proposal %s as withheld:\n%s", what, after, id, mustJSON(props))
+				}
+				for _, o := range of(got, chat.KindToolResult) {
+					if o.Result.Call == lookup && (o.Result.Status != "withheld" || o.Source != nil) {
+						t.Errorf("ben's %s after %d shows the result of a call cy's planner made from cy's read: %s", what, after, mustJSON(o))
+					}
+				}
+			}
+		}
+
+		// Those who could read the salaries see the plan, the call's result
+		// and the outcome.
+		for _, reader := range []planexec.Delegation{proposer, boss} {
+			read, _ := seenBy(t, r, reader, s, 0, whole)
+			j := mustJSON(read)
+			if !strings.Contains(j, `"goal":"Raise Alice above 987654"`) || !strings.Contains(j, "no item 987654") || !strings.Contains(j, `"title":"Raise Alice from 987654"`) {
+				t.Errorf("%s, who may read salaries, is not shown the plan, the call's result or the outcome:\n%s", reader.User, j)
 			}
 		}
 	})
@@ -346,6 +425,20 @@ func TestThePlannerWorkingForAPersonIsShownNothingTheyCouldNotRead(t *testing.T)
 		}
 		if sum := sess.Summary; sum == nil || !strings.Contains(sum.Text, "987654") || sum.For != "cy" || len(sum.Sources) != 1 || sum.Sources[0].By != "cy" {
 			t.Fatalf("cy's summary: %+v", sess.Summary)
+		}
+		// A person reading the session is shown the summary as the planner
+		// working for them would be sent it.
+		for _, tc := range []struct {
+			reader planexec.Delegation
+			shown  bool
+		}{{payroll, true}, {boss, true}, {ben(), false}} {
+			got, err := r.chat.SessionFor(context.Background(), tc.reader, s)
+			if err != nil || got.Seq != sess.Seq || got.Compactions != 1 {
+				t.Fatalf("the session as %s reads it: %+v, %v", tc.reader.User, got, err)
+			}
+			if shown := got.Summary != nil && got.Summary.Text == sess.Summary.Text; shown != tc.shown || (!tc.shown && strings.Contains(mustJSON(got), "987654")) {
+				t.Errorf("the session as %s reads it shows cy's summary: %v, want %v:\n%s", tc.reader.User, shown, tc.shown, mustJSON(got))
+			}
 		}
 
 		n := len(model.Requests())

@@ -443,6 +443,26 @@ func (c *Chat) Session(ctx context.Context, tenant, id string) (Session, error) 
 	return sessionOf(rec, doc, c.cfg.Now()), nil
 }
 
+// SessionFor is Session as person may see it: its Summary only when the
+// planner working for them would be sent it (made for them, or from reads
+// and outcomes they could all have read; see Authority in the package
+// documentation), otherwise none. A person's client reads the session this
+// way; Session is the whole record, for the service.
+func (c *Chat) SessionFor(ctx context.Context, person planexec.Delegation, id string) (Session, error) {
+	s, err := c.Session(ctx, person.Tenant, id)
+	if err != nil || s.Summary == nil {
+		return s, err
+	}
+	j, err := c.judgeFor(ctx, person, id)
+	if err != nil {
+		return Session{}, err
+	}
+	if !j.usable(s.Summary) {
+		s.Summary = nil
+	}
+	return s, nil
+}
+
 // sessionOf is where a session stands, as stored at now.
 func sessionOf(rec *store.SessionRecord, doc *sessionDoc, now time.Time) Session {
 	return Session{

@@ -74,13 +74,19 @@
 // scope, the authorizer and the tools' contracts decide, as for a call);
 // otherwise it sees fixed words saying it was withheld, and so it does for
 // every answer it wrote for someone else after such an entry, which may
-// repeat it. A summary says whom it was made for and what it was made from
-// (Summary.For, Sources); for another person it is used only if they could
-// read all of it, and otherwise their turn is sent the conversation from its
-// start, withheld as above, and compacted for them. A person reading the
-// session is shown it the same way (Chat.TranscriptFor, Chat.WatchFor, which
-// chathttp serves); Chat.Transcript and Chat.Watch give the whole record,
-// for the service.
+// repeat it, and for all that answer led to: the arguments of its calls and
+// their results, its proposals and what applying them did. So it does for a
+// proposal made in another person's turn after such an entry. A withheld
+// proposal keeps its id, so a person knows it is there and may reject it;
+// its plan, and the steps a decision on it names, do not show. A summary
+// says whom it was made for and what it was made from (Summary.For,
+// Sources); for another person it is used only if they could read all of
+// it, and otherwise their turn is sent the conversation from its start,
+// withheld as above, and compacted for them. A person reading the session
+// is shown it the same way (Chat.TranscriptFor, Chat.WatchFor, and
+// Chat.SessionFor, whose summary is there only if it would be used for
+// them; chathttp serves them); Chat.Transcript, Chat.Watch and
+// Chat.Session give the whole record, for the service.
 //
 // # Proposals
 //
@@ -98,10 +104,11 @@
 // nothing is done twice. Applying again steps whose run completed returns
 // the outcome on record and records nothing. Applies of one proposal run
 // one at a time: on one process a second waits for the first; on another,
-// while the first runs, it is ErrApplying and records nothing. The first
-// decision on a proposal stands on every replica: the decision to apply is
-// stored (KindApplying) before any step runs, and a decision is stored only
-// after every entry before it was read.
+// while the first runs, it is ErrApplying and runs nothing (a decision to
+// apply steps not applied before stays on record, for the next apply to
+// run). The first decision on a proposal stands on every replica: the
+// decision to apply is stored (KindApplying) before any step runs, and a
+// decision is stored only after every entry before it was read.
 // The planner has no way to set grants, approvals or scopes: a plan holds
 // none.
 //

@@ -136,7 +136,9 @@ type Result struct {
 
 // Proposal is a plan the planner proposed. It was validated as if it were to
 // run when proposed; a person applies it (Chat.Apply), whole or in part, or
-// rejects it (Chat.Reject).
+// rejects it (Chat.Reject). Withheld from a person (see Authority in the
+// package documentation), it keeps its ID; its goal is fixed words and it
+// has no steps.
 type Proposal struct {
 	// ID names the proposal in the session: the id of the call that made
 	// it.

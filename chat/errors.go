@@ -19,7 +19,7 @@ import (
 //     nothing was stored.
 //   - ErrDecided: a proposal already applied or rejected by someone else.
 //   - ErrApplying: a proposal that another request is applying at this
-//     moment; nothing was recorded.
+//     moment; nothing ran (a decision to apply more steps stays recorded).
 //   - ErrWatcherDropped: a watcher fell Config.WatchLag outputs behind;
 //     watch again from the last Seq it saw.
 //   - ErrClosed: the Chat was closed.
@@ -41,10 +41,13 @@ var (
 	// done.
 	ErrInTool = errors.New("chat: a tool may not act as the person it runs for")
 	// ErrApplying reports an apply of a proposal whose run another request
-	// (on this process or another) is executing at this moment. Nothing
-	// was recorded; that request records what it ran, and applying again
-	// once it is done returns its outcome or goes on with its run. It is
-	// returned wrapping the engine's planexec.ErrRunBusy or
+	// (on this process or another) is executing at this moment. No step
+	// ran for it. An apply that named steps not applied before recorded
+	// that decision (KindApplying) before it found the run busy: they
+	// stand decided, not run, and the next apply runs them. Any other
+	// recorded nothing. The request under way records what it ran;
+	// applying again once it is done returns its outcome or goes on with
+	// its run. It is returned wrapping the engine's planexec.ErrRunBusy or
 	// planexec.ErrInFlight.
 	ErrApplying = errors.New("chat: the proposal is being applied by another request")
 	// ErrNoSession reports a session that is not stored for the tenant.

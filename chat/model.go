@@ -333,6 +333,9 @@ type answerText struct {
 // tellDecision tells the planner what a person did with a proposal.
 func tellDecision(o *Output) string {
 	d := o.Decision
+	if o.withheld && len(d.Steps) == 0 { // the proposal itself was withheld
+		return fmt.Sprintf("%s applied proposal %s: the run is %s. What each step did: %s", o.By, d.Proposal, d.Status, withheldPlan)
+	}
 	if o.withheld {
 		return fmt.Sprintf("%s applied proposal %s (steps %s): the run is %s. What each step did: %s", o.By, d.Proposal, strings.Join(d.Steps, ", "), d.Status, withheldRead)
 	}

@@ -34,8 +34,10 @@ var ErrNoStep = errors.New("chat: the proposal has no such step")
 // Applies of one proposal run one at a time: on one process, a second waits
 // for the first (or for ctx); on another process, while the first runs its
 // steps, it is ErrApplying (wrapping the engine's planexec.ErrRunBusy or
-// planexec.ErrInFlight), nothing is recorded, and the first goes on
-// undisturbed. Only a person may apply (see Send).
+// planexec.ErrInFlight), no step runs for it, and the first goes on
+// undisturbed. Its decision is recorded only if it named steps not applied
+// before (KindApplying is stored before the run is found busy): they stand
+// decided, and the next apply runs them. Only a person may apply (see Send).
 //
 // The first decision on a proposal stands, whichever process makes it: the
 // person's decision to apply (KindApplying) is stored before any step runs,

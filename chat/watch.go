@@ -151,10 +151,11 @@ func (c *Chat) Watch(ctx context.Context, tenant, session string, after int64) i
 
 // TranscriptFor is Transcript as person may see it: what they could not
 // have read themselves (results and applied outcomes read under another
-// person's authority that theirs would not allow, and the answers written
-// from them for others) is withheld, in fixed words, as it is from the
-// planner working for them. A person's client reads the session this way;
-// Transcript is the whole record, for the service.
+// person's authority that theirs would not allow, and the answers, calls,
+// results and proposals the planner made of them for others) is withheld,
+// in fixed words, as it is from the planner working for them (see
+// Authority in the package documentation). A person's client reads the
+// session this way; Transcript is the whole record, for the service.
 func (c *Chat) TranscriptFor(ctx context.Context, person planexec.Delegation, session string, after int64, limit int) ([]Output, error) {
 	v, err := c.viewerFor(ctx, person, session, after)
 	if err != nil {
@@ -206,11 +207,10 @@ func (c *Chat) WatchFor(ctx context.Context, person planexec.Delegation, session
 // viewerFor is a viewer for person of the session's entries after after:
 // it has read those before, so what they withheld is known.
 func (c *Chat) viewerFor(ctx context.Context, person planexec.Delegation, session string, after int64) (*viewer, error) {
-	planner, err := person.Delegate("planner:"+session, person.Scope, person.Expires)
+	j, err := c.judgeFor(ctx, person, session)
 	if err != nil {
 		return nil, err
 	}
-	j := &judge{c: c, ctx: ctx, person: person, planner: planner}
 	v := &viewer{person: person, may: j.mayRead}
 	if after > 0 {
 		before, err := c.Transcript(ctx, person.Tenant, session, 0, int(after))

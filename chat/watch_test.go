@@ -133,6 +133,8 @@ func TestAnotherProcessSeesTheTurnBusyAndItsCancelStopsIt(t *testing.T) {
 type countingStore struct {
 	store.TranscriptStore
 	transcripts, sessions atomic.Int64
+	// read gets a value, when it has room, at each read of a session.
+	read chan struct{}
 }
 
 func (s *countingStore) Transcript(ctx context.Context, tenant, session string, after int64, limit int) ([]store.TranscriptEntry, error) {
@@ -142,6 +144,10 @@ func (s *countingStore) Transcript(ctx context.Context, tenant, session string, 
 
 func (s *countingStore) Session(ctx context.Context, tenant, id string) (store.SessionRecord, error) {
 	s.sessions.Add(1)
+	select {
+	case s.read <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 	return s.TranscriptStore.Session(ctx, tenant, id)
 }
 
@@ -150,7 +156,7 @@ func (s *countingStore) Session(ctx context.Context, tenant, id string) (store.S
 func TestAnIdleWatcherReadsOnlyTheSessionsRecordEachPoll(t *testing.T) {
 	var counted *countingStore
 	r := newRig(t, scripted.New(say("Hello."), say("Again.")), func(c *chat.Config) {
-		counted = &countingStore{TranscriptStore: c.Store}
+		counted = &countingStore{TranscriptStore: c.Store, read: make(chan struct{}, 1)}
 		c.Store, c.PollInterval = counted, 2*time.Millisecond
 	})
 	s := r.session("s1")
@@ -161,22 +167,38 @@ func TestAnIdleWatcherReadsOnlyTheSessionsRecordEachPoll(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	next, stop := iter.Pull2(r.chat.Watch(ctx, "acme", s, sess.Seq))
-	defer stop()
+	// The watch ends with its context, which ends the goroutine reading it;
+	// stop runs only then, as iter.Pull asks, however the test ends.
+	wctx, endWatch := context.WithCancel(ctx)
+	next, stop := iter.Pull2(r.chat.Watch(wctx, "acme", s, sess.Seq))
 	got := make(chan chat.Output)
+	reading := make(chan struct{})
 	go func() {
-		defer close(got)
+		defer close(reading)
 		for {
 			o, err, ok := next()
 			if !ok || err != nil {
 				return
 			}
-			got <- o
+			select {
+			case got <- o:
+			case <-wctx.Done():
+				return
+			}
 		}
+	}()
+	defer func() {
+		endWatch()
+		<-reading
+		stop()
 	}()
 	transcripts, sessions := counted.transcripts.Load(), counted.sessions.Load()
 	for counted.sessions.Load() < sessions+20 { // twenty polls of an idle session
-		time.Sleep(time.Millisecond)
+		select {
+		case <-counted.read:
+		case <-ctx.Done():
+			t.Fatalf("the idle watcher polled %d times in 10s, want 20", counted.sessions.Load()-sessions)
+		}
 	}
 	if n := counted.transcripts.Load() - transcripts; n > 1 {
 		t.Errorf("the idle watcher read the transcript %d times in twenty polls, want at most once", n)
@@ -190,8 +212,5 @@ func TestAnIdleWatcherReadsOnlyTheSessionsRecordEachPoll(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("the watcher never saw the session go on")
-	}
-	cancel()
-	for range got {
 	}
 }

@@ -161,7 +161,7 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request, person planexec
 }
 
 func (h *handler) session(w http.ResponseWriter, r *http.Request, person planexec.Delegation) {
-	s, err := h.chat.Session(r.Context(), person.Tenant, r.PathValue("id"))
+	s, err := h.chat.SessionFor(r.Context(), person, r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, err)
 		return

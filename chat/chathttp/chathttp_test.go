@@ -65,6 +65,8 @@ type options struct {
 	watchLag  int
 	maxBody   int64
 	store     func(store.TranscriptStore) store.TranscriptStore
+	// chat changes the chat's configuration.
+	chat func(*chat.Config)
 	// config changes the handler's configuration; server, the HTTP
 	// server's, before it starts.
 	config func(*chathttp.Config)
@@ -109,10 +111,14 @@ func newFixture(t *testing.T, o options) *fixture {
 		transcripts = o.store(transcripts)
 	}
 	logger := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	c, err := chat.New(chat.Config{
+	ccfg := chat.Config{
 		Model: planner(), Store: transcripts, Reads: []*planexec.Tool{list, wait}, Engine: engine,
 		WatchLag: o.watchLag, PollInterval: 20 * time.Millisecond, Logger: logger,
-	})
+	}
+	if o.chat != nil {
+		o.chat(&ccfg)
+	}
+	c, err := chat.New(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -982,5 +988,50 @@ func TestASessionIsCreatedWithItsProject(t *testing.T) {
 	f.must(http.StatusOK, "ana", "GET", "/sessions/s1", nil, &got)
 	if got.Project != "Release 2.4" {
 		t.Errorf("read back %+v, want project Release 2.4", got)
+	}
+}
+
+// A session's summary, made for ana from a read ben may not make, is in
+// the session ana reads and not in the one ben reads.
+func TestASessionShowsItsSummaryOnlyToAPersonWhoCouldReadItAll(t *testing.T) {
+	salaries := planexec.MustTool("get_salaries", "What each person earns.", func(context.Context, noArgs) (map[string]int, error) {
+		return map[string]int{"alice": 987654}, nil
+	})
+	model := scripted.Respond(func(req *llm.Request) scripted.Reply {
+		var told []string
+		for _, m := range req.Messages {
+			told = append(told, m.Content)
+		}
+		last := told[len(told)-1]
+		switch {
+		case strings.HasPrefix(req.System, "You summarise"):
+			return scripted.Reply{Content: "SUMMARY: " + strings.Join(told, " | ")}
+		case strings.HasSuffix(last, "salaries?"):
+			return scripted.Reply{Content: `{"text": "", "calls": [{"tool": "get_salaries", "arguments": {}}]}`}
+		}
+		return scripted.Reply{Content: `{"text": "Noted.", "calls": []}`}
+	})
+	f := newFixture(t, options{chat: func(c *chat.Config) {
+		c.Model, c.Reads, c.CompactAtTokens = model, append(c.Reads, salaries), 1
+	}})
+	f.session("s1")
+	s := f.events("s1", "")
+	f.send("s1", "What are the salaries?")
+	s.until("done")
+	f.send("s1", "Thanks.") // compacts the first turn, for ana
+	s.until("done")
+
+	var anas chat.Session
+	f.must(http.StatusOK, "ana", "GET", "/sessions/s1", nil, &anas)
+	if anas.Compactions != 1 || anas.Summary == nil || anas.Summary.For != "ana" || !strings.Contains(anas.Summary.Text, "987654") {
+		t.Fatalf("the session ana reads: %+v, want her summary of the salaries", anas)
+	}
+	status, body := f.do("ben", "GET", "/sessions/s1", nil)
+	var bens chat.Session
+	if err := json.Unmarshal(body, &bens); status != http.StatusOK || err != nil {
+		t.Fatalf("the session ben reads: %d %v: %s", status, err, body)
+	}
+	if bens.Summary != nil || strings.Contains(string(body), "987654") || bens.Seq != anas.Seq || bens.Compactions != 1 {
+		t.Errorf("the session ben reads shows ana's summary of what ben may not read, or is not the session: %s", body)
 	}
 }

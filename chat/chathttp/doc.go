@@ -21,7 +21,10 @@
 //	POST /sessions/{id}/proposals/{proposal}/reject   {"reason"?}            200 {"rejected": true}
 //
 // Every request is authenticated by Config.Authenticate, which names the
-// person and the tenant; a tenant sees only its own sessions. A message
+// person and the tenant; a tenant sees only its own sessions, and a person
+// what they may read of one (chat.SessionFor: a summary only if they could
+// read all it was made from; the transcript and the event stream as below).
+// A message
 // starts a turn that runs on after the 202: follow it on the event stream.
 // A message sent while a turn runs is 409; cancel the turn or wait for its
 // done. Request bodies are one JSON object sent as application/json,
@@ -72,7 +75,8 @@
 //
 // GET /sessions/{id}/events is a stream of Server-Sent Events, one per
 // output of the session as the person may see it (chat.WatchFor: what
-// another person read that they could not is withheld, as the transcript
+// another person read that they could not, and what the planner made of it
+// for that person, answers, calls and plans, is withheld, as the transcript
 // route withholds it), the stored ones first and then the live ones:
 //
 //	id: 7
