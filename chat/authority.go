@@ -301,3 +301,18 @@ func sourcesOf(prev *Summary, entries []Output) (_ []Source, unlisted bool) {
 	}
 	return out, false
 }
+
+// proposalWithheld reports whether proposal id of the session is withheld
+// from person: made, for another person, from what this one may not read.
+func (c *Chat) proposalWithheld(ctx context.Context, person planexec.Delegation, session, id string) (bool, error) {
+	seen, err := c.TranscriptFor(ctx, person, session, 0, 0)
+	if err != nil {
+		return false, err
+	}
+	for i := range seen {
+		if o := &seen[i]; o.Kind == KindProposal && o.Proposal != nil && o.Proposal.ID == id {
+			return o.withheld, nil
+		}
+	}
+	return false, nil
+}

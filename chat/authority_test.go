@@ -367,8 +367,21 @@ func TestThePlannerWorkingForAPersonIsShownNothingTheyCouldNotRead(t *testing.T)
 			t.Fatalf("cy's turn proposed %s", mustJSON(props))
 		}
 		id := props[0].Proposal.ID
+		// ben may run every step of it, but may not see it: he may not
+		// apply it either, before cy's apply or after it (which would show
+		// him what its steps did).
+		before, _ := r.chat.Transcript(ctx, "acme", s, 0, 0)
+		if res, err := r.chat.Apply(ctx, clerk, s, id, nil); !errors.Is(err, chat.ErrWithheld) || res != nil {
+			t.Fatalf("ben applying the proposal withheld from him: %+v, %v; want ErrWithheld", res, err)
+		}
+		if after, _ := r.chat.Transcript(ctx, "acme", s, 0, 0); len(after) != len(before) {
+			t.Errorf("ben's refused apply recorded %d entries", len(after)-len(before))
+		}
 		if _, err := r.chat.Apply(ctx, proposer, s, id, nil); err != nil {
 			t.Fatal(err)
+		}
+		if res, err := r.chat.Apply(ctx, clerk, s, id, nil); !errors.Is(err, chat.ErrWithheld) || res != nil {
+			t.Fatalf("ben applying the proposal cy applied: %+v, %v; want ErrWithheld", res, err)
 		}
 
 		n := len(model.Requests())

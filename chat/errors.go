@@ -18,6 +18,8 @@ import (
 //   - *MessageError: a message that is empty, too long or not valid UTF-8;
 //     nothing was stored.
 //   - ErrDecided: a proposal already applied or rejected by someone else.
+//   - ErrWithheld: a proposal made from what the person applying it may
+//     not read (it is withheld from them); nothing ran.
 //   - ErrApplying: a proposal that another request is applying at this
 //     moment; nothing ran (a decision to apply more steps stays recorded).
 //   - ErrWatcherDropped: a watcher fell Config.WatchLag outputs behind;
@@ -54,6 +56,11 @@ var (
 	ErrNoSession = errors.New("chat: no such session")
 	// ErrNoProposal reports a proposal the session does not hold.
 	ErrNoProposal = errors.New("chat: no such proposal in this session")
+	// ErrWithheld reports an apply of a proposal withheld from the person:
+	// the planner made it, for another person, from what this one may not
+	// read, so they may not see it, nor run it. Nothing ran, and nothing is
+	// recorded.
+	ErrWithheld = errors.New("chat: the proposal was made from what the person may not read")
 	// ErrDecided reports a proposal that was already applied or rejected;
 	// the decision that came first stands.
 	ErrDecided = errors.New("chat: the proposal was already decided")

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,9 @@ func (c *Chat) Apply(ctx context.Context, person planexec.Delegation, session, p
 	st, err := c.readProposal(ctx, person.Tenant, session, proposal)
 	if err != nil {
 		return nil, err
+	}
+	if hidden, err := c.proposalWithheld(ctx, person, session, proposal); err != nil || hidden {
+		return nil, cmp.Or(err, ErrWithheld)
 	}
 	run, err := c.AppliedRun(person, session, proposal)
 	if err != nil {

@@ -432,6 +432,8 @@ func problemOf(err error) (problem, bool) {
 		return problem{http.StatusNotFound, "no_proposal", "The session holds no such proposal."}, true
 	case errors.Is(err, chat.ErrTurnBusy):
 		return problem{http.StatusConflict, "turn_busy", "A turn of this session is running. Send again when it is done, or cancel it."}, true
+	case errors.Is(err, chat.ErrWithheld):
+		return problem{http.StatusForbidden, "withheld", "The proposal was made from what you may not read: you may not apply it."}, true
 	case errors.Is(err, chat.ErrDecided):
 		return problem{http.StatusConflict, "decided", "The proposal was already applied or rejected."}, true
 	case errors.Is(err, store.ErrExists):

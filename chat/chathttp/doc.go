@@ -49,7 +49,7 @@
 // words: what a store, a model or a tool said goes to Config.Logger, never
 // to the client. The codes: unauthenticated (401), invalid_request,
 // invalid_message, invalid_session_id, invalid_project, no_step (400), not_a_person,
-// forbidden, cross_origin (403), no_session, no_proposal, not_found (404),
+// forbidden, withheld, cross_origin (403), no_session, no_proposal, not_found (404),
 // turn_busy, session_exists, decided, applying (409), too_large (413),
 // unsupported_media_type (415), apply_refused (422, with the engine's
 // reason), too_many_streams (429), closed, server_busy (503), internal

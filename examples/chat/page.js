@@ -121,7 +121,9 @@ function proposal(o) {
     el("h3", { textContent: "Proposal: " + p.plan.goal }),
     el("ol", {}, ...steps),
     el("div", { class: "actions" },
-      el("button", { type: "button", class: "apply", textContent: "Apply", onclick: () => apply(card) }),
+      // A proposal withheld from this person shows no steps: theirs to
+      // reject, never to apply.
+      ...(steps.length ? [el("button", { type: "button", class: "apply", textContent: "Apply", onclick: () => apply(card) })] : []),
       el("button", { type: "button", class: "reject", textContent: "Reject", onclick: () => reject(card, reason.value) }),
       reason),
     el("div", { class: "outcome note" }));
@@ -145,7 +147,8 @@ function buttons(c) {
   const busy = c.dataset.busy === "1";
   const open = [...c.querySelectorAll(".step")].some(li => !li.dataset.applied);
   const unfinished = c.dataset.run && c.dataset.run !== "completed";
-  $(".apply", c).disabled = busy || c.classList.contains("rejected") || !(open || unfinished);
+  const applyButton = $(".apply", c);
+  if (applyButton) applyButton.disabled = busy || c.classList.contains("rejected") || !(open || unfinished);
   $(".reject", c).disabled = busy || c.classList.contains("rejected") || c.classList.contains("applied");
   c.querySelectorAll(".step input").forEach(b => b.disabled = busy || !!b.closest(".step").dataset.applied || c.classList.contains("rejected"));
 }
