@@ -258,3 +258,44 @@ func TestARoundWhoseStepsAllFinishedAsItsContextEndedIsLeftPlanning(t *testing.T
 		t.Errorf("book_flight ran %d times, want once", n)
 	}
 }
+
+// forgetfulStore forgets a run just after it is read, once: as another
+// execution that made the run, and never planned its first round, lets it
+// go while this one reads it.
+type forgetfulStore struct {
+	*memory.Store
+	once sync.Once
+}
+
+func (s *forgetfulStore) LoadPlan(ctx context.Context, tenant, runID string) (*store.PlanRecord, error) {
+	rec, err := s.Store.LoadPlan(ctx, tenant, runID)
+	if err == nil {
+		s.once.Do(func() { _ = s.Store.Forget(ctx, tenant, runID) })
+	}
+	return rec, err
+}
+
+func TestADoThatReadsARunForgottenAsItReadsItIsBusy(t *testing.T) {
+	ctx := context.Background()
+	st := &forgetfulStore{Store: memory.New()}
+	r := &recorder{}
+	run, _ := newExecutor(t, r, withStore(st))
+	// A run stored planning, its first round not planned: what another
+	// execution's Do leaves while it plans.
+	failing := newGatedPlanner(0)
+	failing.fail, failing.failFrom = errors.New("stop before planning"), 1
+	holder, _ := newExecutor(t, r, withStore(st.Store))
+	planner := newGatedPlanner(1, doTripJSON, doAnswerJSON)
+	done := make(chan cancelOutcome, 1)
+	go func() {
+		res, err := holder.Do(ctx, planner, "get them to New York")
+		done <- cancelOutcome{res, err}
+	}()
+	cancelWait(t, planner.entered, "the first Do never asked its planner")
+	_, err := run.Do(ctx, failing, "get them to New York")
+	if !errors.Is(err, planexec.ErrRunBusy) {
+		t.Errorf("a Do whose run was forgotten as it read it: %v, want ErrRunBusy", err)
+	}
+	close(planner.release)
+	<-done
+}

@@ -274,7 +274,13 @@ func (r *Run) hold(ctx context.Context, st *roundsState, d *Delegation) error {
 	if v == nil {
 		v = &vplan{plan: Plan{ID: roundPlanID(d, 0), Revision: 1}, rounds: st, create: true}
 	}
-	return r.savePlan(ctx, v, d, store.RunPlanning, nil)
+	err := r.savePlan(ctx, v, d, store.RunPlanning, nil)
+	if v.update && errors.Is(err, store.ErrNoRecord) {
+		// Read as another execution made it, and forgotten by it since
+		// (its first round was never planned): busy, as it was then.
+		return fmt.Errorf("planexec: run %s was let go by another execution as it was read: %w", quote(d.RunID), ErrRunBusy)
+	}
+	return err
 }
 
 // keepHeld moves the lease of a run held for its rounds on, every third of
