@@ -134,3 +134,48 @@ func CurrentStep(ctx context.Context) (StepInfo, bool) {
 	}
 	return sc.info, true
 }
+
+// NewSchemaTool declares a tool that the executor runs, like NewTool, whose
+// arguments a JSON Schema describes instead of a Go type: a tool another
+// system declares, an MCP server's say. A step's arguments are held to the
+// schema exactly as NewClientTool's are (strictly, draft 2020-12, no
+// reference to another document), and call receives them as checked, in
+// canonical JSON. What call returns must be one JSON value; it is the
+// step's outcome, recorded and replayed like any tool's.
+//
+// The options are those of any contract: Irreversible, KeyArguments,
+// RequireApproval, OncePerTenant; a Precondition, which takes a Go type, is
+// a *ConfigurationError, as are an empty name, a nil call and a schema that
+// is not one (see NewClientTool).
+func NewSchemaTool(name, description string, schema json.RawMessage, call func(ctx context.Context, args json.RawMessage) (json.RawMessage, error), opts ...ContractOption) (*Tool, error) {
+	if call == nil {
+		return nil, &ConfigurationError{Tool: name, Why: "has no function to call"}
+	}
+	c, err := newSchemaContract(name, schema, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if c.pre != nil {
+		return nil, &ConfigurationError{Tool: name, Why: "a precondition takes a Go type, and its arguments are described by a JSON Schema"}
+	}
+	return &Tool{
+		name:        name,
+		description: description,
+		contract:    c,
+		call: func(ctx context.Context, args any) (any, error) {
+			a, ok := args.(json.RawMessage)
+			if !ok {
+				// Unreachable: a schema contract decodes exactly a json.RawMessage.
+				return nil, fmt.Errorf("planexec: tool %s called with %T", quote(name), args)
+			}
+			out, err := call(ctx, a)
+			if err != nil {
+				return nil, err
+			}
+			if !json.Valid(out) {
+				return nil, fmt.Errorf("planexec: tool %s returned an outcome that is not one JSON value", quote(name))
+			}
+			return out, nil
+		},
+	}, nil
+}
