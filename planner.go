@@ -25,6 +25,11 @@ type Planner interface {
 // PlanRequest is what a planner is asked.
 type PlanRequest struct {
 	Task string
+	// Images are the images the task came with (a photo of a receipt, a
+	// screenshot); the agent planner sends them with the task's message.
+	// A run does not record them: Run.Do asks with none, and a planner
+	// that wraps the agent planner sets them on each request it passes on.
+	Images []llm.Image
 	// Tools the plan may use: the executor's tools that the run's
 	// delegation covers.
 	Tools []ToolSpec
@@ -166,7 +171,7 @@ func (p *AgentPlanner) Plan(ctx context.Context, req PlanRequest) (*PlanResponse
 	case req.Round > 1:
 		fmt.Fprintf(&first, "\n\nWrite round %d: the steps to run next, or the answer.", req.Round)
 	}
-	msgs := []llm.Message{{Role: llm.RoleUser, Content: first.String()}}
+	msgs := []llm.Message{{Role: llm.RoleUser, Content: first.String(), Images: req.Images}}
 	for _, r := range req.Refusals {
 		msgs = append(msgs,
 			llm.Message{Role: llm.RoleAssistant, Content: excerpt(r.Payload)},

@@ -328,7 +328,7 @@ func TestTheReplanRequestCarriesTheRefusalAfterTheModelsOwnAnswer(t *testing.T) 
 	if len(second) != 3 {
 		t.Fatalf("the second request has %d messages, want task, answer, feedback: %+v", len(second), second)
 	}
-	if second[0] != first[0] {
+	if !reflect.DeepEqual(second[0], first[0]) {
 		t.Errorf("the task message changed between attempts")
 	}
 	if second[1].Role != llm.RoleAssistant || second[1].Content != vBadSeatsTrip {

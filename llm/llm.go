@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"time"
 )
 
@@ -32,6 +33,91 @@ const (
 type Message struct {
 	Role    Role
 	Content string
+	// Images are pictures sent with the text; only a user message may carry
+	// them. Adapters send them after checking each with Image.Validate.
+	Images []Image
+}
+
+// Image is a picture a message carries: its bytes (Data, with MediaType) or
+// a URL the provider fetches itself. Exactly one of Data and URL is set.
+type Image struct {
+	// MediaType is one of image/png, image/jpeg, image/gif and image/webp;
+	// required with Data, optional with URL.
+	MediaType string
+	// Data is the encoded image, at most MaxImageBytes.
+	Data []byte
+	// URL is an absolute http or https URL, at most MaxImageURLBytes.
+	URL string
+}
+
+// Bounds on an image, as Image.Validate applies them. MaxImageBytes is the
+// smallest per-image limit of the providers adapted here (Anthropic's 5 MB).
+const (
+	MaxImageBytes    = 5 << 20
+	MaxImageURLBytes = 8 << 10
+)
+
+// ImageError is an image that cannot be sent; nothing was sent. Message and
+// Image are its position (in Request.Messages and in that message's Images)
+// when it was found in a request; Why says what is wrong and never holds
+// the image itself.
+type ImageError struct {
+	Message, Image int
+	Why            string
+}
+
+func (e *ImageError) Error() string {
+	return fmt.Sprintf("llm: image %d of message %d cannot be sent: %s", e.Image, e.Message, e.Why)
+}
+
+// Validate reports, as an *ImageError, an image that is not exactly one of
+// Data and URL, whose media type is not one of the four, whose Data is
+// empty or larger than MaxImageBytes, or whose URL is not an absolute http
+// or https URL of at most MaxImageURLBytes.
+func (im Image) Validate() error {
+	fail := func(why string) error { return &ImageError{Why: why} }
+	switch {
+	case len(im.Data) > 0 && im.URL != "":
+		return fail("it has both data and a URL; give one")
+	case len(im.Data) == 0 && im.URL == "":
+		return fail("it has neither data nor a URL")
+	case im.MediaType != "" && !imageTypes[im.MediaType]:
+		return fail("its media type is not image/png, image/jpeg, image/gif or image/webp")
+	case len(im.Data) > MaxImageBytes:
+		return fail(fmt.Sprintf("it is %d bytes, more than the %d allowed", len(im.Data), MaxImageBytes))
+	case len(im.Data) > 0 && im.MediaType == "":
+		return fail("its data has no media type")
+	case len(im.URL) > MaxImageURLBytes:
+		return fail(fmt.Sprintf("its URL is longer than %d bytes", MaxImageURLBytes))
+	}
+	if im.URL != "" {
+		u, err := url.Parse(im.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fail("its URL is not an absolute http or https URL")
+		}
+	}
+	return nil
+}
+
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// ValidateImages checks every image of r's messages with Image.Validate,
+// and that only user messages carry images. The first fault is returned as
+// an *ImageError with its position.
+func (r *Request) ValidateImages() error {
+	for i, m := range r.Messages {
+		for j, im := range m.Images {
+			err := im.Validate()
+			if err == nil && m.Role != RoleUser {
+				err = &ImageError{Why: "only a user message may carry images"}
+			}
+			if ie, ok := err.(*ImageError); ok {
+				ie.Message, ie.Image = i, j
+				return ie
+			}
+		}
+	}
+	return nil
 }
 
 // Request is one call to a model.

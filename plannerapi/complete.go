@@ -10,7 +10,8 @@ import (
 )
 
 // complete serves an ordinary completion: the model's answer to the
-// conversation, whole or as one streamed delta.
+// conversation, whole or as one streamed delta. The images of user
+// messages go to the model with their text.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, req *chatRequest, model llm.Model) {
 	if len(req.Tools) > 0 {
 		badRequest("tools", "Tools are served in planner mode: set \"planner_mode\": true.").write(w)
@@ -29,7 +30,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, req *chatReque
 		case "system", "developer":
 			system = append(system, text)
 		case "user":
-			lr.Messages = append(lr.Messages, llm.Message{Role: llm.RoleUser, Content: text})
+			lr.Messages = append(lr.Messages, llm.Message{Role: llm.RoleUser, Content: text, Images: m.images})
 		case "assistant":
 			lr.Messages = append(lr.Messages, llm.Message{Role: llm.RoleAssistant, Content: text})
 		default:

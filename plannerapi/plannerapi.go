@@ -84,6 +84,20 @@
 // groups of Config.Agents the run may use. "n" must be 1. Unknown members
 // are refused, as OpenAI refuses them.
 //
+// # Images
+//
+// A user message may carry images as content parts {"type": "image_url",
+// "image_url": {"url": ...}}, the url a base64 data URL
+// ("data:image/png;base64,...": PNG, JPEG, GIF or WebP, at most
+// llm.MaxImageBytes decoded) or an http or https URL the model's provider
+// fetches. Any other url, or an image on another role's message, is 400
+// naming the part. An ordinary completion sends them to the model with
+// their message's text; a planner run shows every image of the request's
+// user messages to its planner, with the task, in each round the request
+// plans, and a stream with images says plan_status "analyzing_image" first.
+// A session does not keep images: a follow-up request shows the planner
+// those it carries.
+//
 // # Limits
 //
 // A body past Config.MaxBodyBytes is 413; more planner runs at once than

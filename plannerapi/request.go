@@ -2,12 +2,15 @@ package plannerapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/planexec/planexec/llm"
 )
 
 // chatRequest is a chat-completions request: OpenAI's parameters, and
@@ -64,6 +67,8 @@ type chatMessage struct {
 	ToolCalls  []toolCall      `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
 	Refusal    *string         `json:"refusal"`
+
+	images []llm.Image // read from its image_url parts by decodeRequest
 }
 
 // UnmarshalJSON reads a message leniently: members other than those a
@@ -75,7 +80,8 @@ func (m *chatMessage) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(m))
 }
 
-// text is a message's content as text: a string, or its text parts.
+// text is a message's content as text: a string, or its text parts (its
+// image_url parts left aside: see images).
 func (m *chatMessage) text() (string, bool) {
 	c := bytes.TrimSpace(m.Content)
 	if len(c) == 0 || string(c) == "null" {
@@ -85,21 +91,100 @@ func (m *chatMessage) text() (string, bool) {
 	if json.Unmarshal(c, &s) == nil {
 		return s, true
 	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(c, &parts) != nil {
+	parts, ok := m.parts()
+	if !ok {
 		return "", false
 	}
 	var b strings.Builder
 	for _, p := range parts {
-		if p.Type != "text" {
+		switch p.Type {
+		case "text":
+			b.WriteString(p.Text)
+		case "image_url":
+		default:
 			return "", false
 		}
-		b.WriteString(p.Text)
 	}
 	return b.String(), true
+}
+
+// contentPart is one part of a message's content.
+type contentPart struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL *struct {
+		URL    string `json:"url"`
+		Detail string `json:"detail"`
+	} `json:"image_url"`
+}
+
+// parts is a message's content as parts; false when it is not a list of
+// them.
+func (m *chatMessage) parts() ([]contentPart, bool) {
+	var parts []contentPart
+	if json.Unmarshal(bytes.TrimSpace(m.Content), &parts) != nil {
+		return nil, false
+	}
+	return parts, true
+}
+
+// readImages reads the image_url parts of message i into m.images: a data
+// URL is decoded (base64, one of the media types llm.Image takes, at most
+// llm.MaxImageBytes), an http or https URL is passed on as a URL. Only a
+// user message may carry images. The problem names the part at fault.
+func (m *chatMessage) readImages(i int) *problem {
+	parts, ok := m.parts()
+	if !ok {
+		return nil // a string, or null
+	}
+	for j, p := range parts {
+		if p.Type != "image_url" {
+			continue
+		}
+		param := fmt.Sprintf("messages[%d].content[%d].image_url.url", i, j)
+		if m.Role != "user" {
+			return badRequest(fmt.Sprintf("messages[%d].content[%d]", i, j), "Only a user message may carry images.")
+		}
+		if p.ImageURL == nil || p.ImageURL.URL == "" {
+			return badRequest(param, "An image_url part needs a url.")
+		}
+		im, why := image(p.ImageURL.URL)
+		if why == "" {
+			if err := im.Validate(); err != nil {
+				why = err.(*llm.ImageError).Why
+			}
+		}
+		if why != "" {
+			return badRequest(param, fmt.Sprintf("The image cannot be taken: %s.", why))
+		}
+		m.images = append(m.images, im)
+	}
+	return nil
+}
+
+// image reads an image_url's url: a base64 data URL, or an http or https
+// URL. why says what is wrong, in words that hold nothing of the url.
+func image(u string) (im llm.Image, why string) {
+	rest, ok := strings.CutPrefix(u, "data:")
+	if !ok {
+		if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+			return im, "the url is neither a data URL nor an http or https URL"
+		}
+		return llm.Image{URL: u}, ""
+	}
+	meta, data, ok := strings.Cut(rest, ",")
+	mediaType, ok64 := strings.CutSuffix(meta, ";base64")
+	if !ok || !ok64 {
+		return im, "a data URL must be data:<media type>;base64,<data>"
+	}
+	if base64.StdEncoding.DecodedLen(len(data)) > llm.MaxImageBytes+2 {
+		return im, fmt.Sprintf("it is larger than the %d bytes allowed", llm.MaxImageBytes)
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return im, "its data is not valid base64"
+	}
+	return llm.Image{MediaType: mediaType, Data: b}, ""
 }
 
 // chatTool is a tool the client passes: a function it runs.
@@ -167,7 +252,10 @@ func decodeRequest(w http.ResponseWriter, r *http.Request, limit int64) (*chatRe
 			return nil, badRequest(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("Invalid value for 'messages[%d].role': %s.", i, quoteName(m.Role)))
 		}
 		if _, ok := m.text(); !ok {
-			return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "Only text content is supported.")
+			return nil, badRequest(fmt.Sprintf("messages[%d].content", i), "Only text and image_url content parts are supported.")
+		}
+		if p := req.Messages[i].readImages(i); p != nil {
+			return nil, p
 		}
 		if m.Role == "tool" && m.ToolCallID == "" {
 			return nil, badRequest(fmt.Sprintf("messages[%d].tool_call_id", i), "A tool message needs a tool_call_id.")

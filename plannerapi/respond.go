@@ -19,6 +19,7 @@ import (
 
 // Plan statuses, as plan_state reports them.
 const (
+	planAnalyzingImage = "analyzing_image" // first, when the request brings images
 	planInProgress     = "in_progress"
 	planCompleted      = "completed"
 	planClarification  = "clarification_requested"

@@ -125,10 +125,17 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request, session string, j 
 	out.run = run
 	agent := s.cfg.Agent
 	agent.Temperature = j.req.Temperature // the run's own model calls take it
-	planner, err := planexec.NewAgentPlanner(model, agent)
+	agentPlanner, err := planexec.NewAgentPlanner(model, agent)
 	if err != nil {
 		out.fail(err, nil)
 		return
+	}
+	var planner planexec.Planner = agentPlanner
+	if images := imagesOf(j.req.Messages); len(images) > 0 {
+		// The run does not record images: each request shows the planner
+		// those it brings.
+		planner = seeing{Planner: agentPlanner, images: images}
+		out.state(map[string]any{"plan_status": planAnalyzingImage})
 	}
 
 	var res *planexec.Result
@@ -388,6 +395,27 @@ func lastUser(msgs []chatMessage) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// seeing is a planner shown the images a request brought, with every
+// request it is asked.
+type seeing struct {
+	planexec.Planner
+	images []llm.Image
+}
+
+func (s seeing) Plan(ctx context.Context, req planexec.PlanRequest) (*planexec.PlanResponse, error) {
+	req.Images = s.images
+	return s.Planner.Plan(ctx, req)
+}
+
+// imagesOf is the images of a conversation's user messages, in order.
+func imagesOf(msgs []chatMessage) []llm.Image {
+	var images []llm.Image
+	for _, m := range msgs {
+		images = append(images, m.images...)
+	}
+	return images
 }
 
 // task is the job a conversation asks for: its one user message, or the

@@ -3,6 +3,7 @@ package anthropic
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -278,6 +279,9 @@ type block struct {
 // params maps an llm.Request onto the Messages API.
 func (m *Model) params(req *llm.Request) (sdk.MessageNewParams, string, error) {
 	p := sdk.MessageNewParams{Model: sdk.Model(m.name), MaxTokens: m.maxTokens}
+	if err := req.ValidateImages(); err != nil {
+		return p, "", err
+	}
 	if req.MaxTokens > 0 {
 		p.MaxTokens = int64(req.MaxTokens)
 	}
@@ -291,7 +295,19 @@ func (m *Model) params(req *llm.Request) (sdk.MessageNewParams, string, error) {
 		}
 		switch msg.Role {
 		case llm.RoleUser:
-			p.Messages = append(p.Messages, sdk.NewUserMessage(sdk.NewTextBlock(text)))
+			// Images first, as the Messages API advises, then the text.
+			blocks := make([]sdk.ContentBlockParamUnion, 0, len(msg.Images)+1)
+			for _, im := range msg.Images {
+				if im.URL != "" {
+					blocks = append(blocks, sdk.NewImageBlock(sdk.URLImageSourceParam{URL: im.URL}))
+				} else {
+					blocks = append(blocks, sdk.NewImageBlockBase64(im.MediaType, base64.StdEncoding.EncodeToString(im.Data)))
+				}
+			}
+			if len(msg.Images) == 0 || strings.TrimSpace(msg.Content) != "" {
+				blocks = append(blocks, sdk.NewTextBlock(text))
+			}
+			p.Messages = append(p.Messages, sdk.NewUserMessage(blocks...))
 		case llm.RoleAssistant:
 			p.Messages = append(p.Messages, sdk.NewAssistantMessage(sdk.NewTextBlock(text)))
 		default:

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -315,6 +316,9 @@ type choice struct {
 
 func (m *Model) params(req *llm.Request) (oai.ChatCompletionNewParams, error) {
 	p := oai.ChatCompletionNewParams{Model: shared.ChatModel(m.model)}
+	if err := req.ValidateImages(); err != nil {
+		return p, err
+	}
 	system := req.System
 	if req.Output != nil {
 		switch m.mode {
@@ -343,7 +347,24 @@ func (m *Model) params(req *llm.Request) (oai.ChatCompletionNewParams, error) {
 	for i, msg := range req.Messages {
 		switch msg.Role {
 		case llm.RoleUser:
-			p.Messages = append(p.Messages, oai.UserMessage(msg.Content))
+			if len(msg.Images) == 0 {
+				p.Messages = append(p.Messages, oai.UserMessage(msg.Content))
+				break
+			}
+			// Text first, then each image as an image_url part: a data URL
+			// for bytes, or the image's own URL.
+			var parts []oai.ChatCompletionContentPartUnionParam
+			if msg.Content != "" {
+				parts = append(parts, oai.TextContentPart(msg.Content))
+			}
+			for _, im := range msg.Images {
+				u := im.URL
+				if u == "" {
+					u = "data:" + im.MediaType + ";base64," + base64.StdEncoding.EncodeToString(im.Data)
+				}
+				parts = append(parts, oai.ImageContentPart(oai.ChatCompletionContentPartImageImageURLParam{URL: u}))
+			}
+			p.Messages = append(p.Messages, oai.UserMessage(parts))
 		case llm.RoleAssistant:
 			p.Messages = append(p.Messages, oai.AssistantMessage(msg.Content))
 		default:

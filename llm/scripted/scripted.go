@@ -92,7 +92,8 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	}, nil
 }
 
-// Requests returns copies of the requests received so far, oldest first.
+// Requests returns copies of the requests received so far, oldest first,
+// with the images each message carried.
 func (m *Model) Requests() []llm.Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -104,6 +105,16 @@ func (m *Model) Requests() []llm.Request {
 func cloneRequest(req *llm.Request) llm.Request {
 	c := *req
 	c.Messages = append([]llm.Message(nil), req.Messages...)
+	for i, m := range c.Messages {
+		// The images too, bytes and all: a caller may reuse its buffers.
+		if m.Images != nil {
+			c.Messages[i].Images = make([]llm.Image, len(m.Images))
+			for j, im := range m.Images {
+				im.Data = append([]byte(nil), im.Data...)
+				c.Messages[i].Images[j] = im
+			}
+		}
+	}
 	if req.Output != nil {
 		o := *req.Output
 		c.Output = &o

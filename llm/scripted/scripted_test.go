@@ -55,3 +55,20 @@ func TestARespondingModelAnswersEachRequestByWhatItSays(t *testing.T) {
 		t.Errorf("%d requests recorded, want 3", n)
 	}
 }
+
+func TestTheImagesARequestCarriedAreRecordedAsSent(t *testing.T) {
+	m := scripted.New(scripted.Reply{Content: "a cat"})
+	data := []byte("png-bytes")
+	req := &llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "what?", Images: []llm.Image{
+		{MediaType: "image/png", Data: data}, {URL: "https://example.com/cat.jpg"},
+	}}}}
+	if _, err := m.Generate(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	copy(data, "XXX") // the caller reuses its buffer
+	req.Messages[0].Images[1].URL = "changed"
+	got := m.Requests()[0].Messages[0].Images
+	if len(got) != 2 || string(got[0].Data) != "png-bytes" || got[0].MediaType != "image/png" || got[1].URL != "https://example.com/cat.jpg" {
+		t.Errorf("recorded images = %+v", got)
+	}
+}
