@@ -7,6 +7,9 @@
 //	dir, err := directory.New(cards...)
 //	found, err := dir.Search(ctx, "translate a contract into German", 5)
 //
+// A planner searches through a tool like any other read (SearchAgents):
+// it is shown what each agent found is for, never where it is.
+//
 // A need is written by a model, so it is untrusted: it is bounded
 // (MaxNeedBytes), must be valid UTF-8, and only its words count. Ranking is
 // Okapi BM25 over each card's name, description and skills (their names,

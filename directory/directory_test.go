@@ -2,11 +2,13 @@ package directory_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/planexec/planexec"
 	"github.com/planexec/planexec/directory"
 )
 
@@ -164,4 +166,46 @@ func BenchmarkSearchThousandCards(b *testing.B) {
 		found += len(ms)
 	}
 	b.ReportMetric(float64(found)/float64(b.N), "found/search")
+}
+
+// A planner searches the directory through a tool, a read like any other:
+// validated, run through the executor, its outcome the agents found,
+// without where they are.
+func TestAPlannerSearchesTheDirectoryThroughATool(t *testing.T) {
+	d, _ := directory.New(cards()...)
+	tool, err := directory.SearchAgents(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := planexec.NewExecutor(planexec.Config{Tools: []*planexec.Tool{tool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := ex.Run(planexec.Delegation{RunID: "r1", Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := run.Execute(ctx, planexec.Plan{Goal: "find a translator", Steps: []planexec.Step{
+		{ID: "s1", Tool: directory.SearchTool, Arguments: json.RawMessage(`{"need":"translate a contract into German","limit":2}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []directory.Found
+	if err := json.Unmarshal(res.Steps["s1"].Outcome, &found); err != nil || len(found) == 0 || found[0].Name != "Lingua" || found[0].Skills[0] != "Translate" {
+		t.Fatalf("outcome %s, %v; want Lingua first", res.Steps["s1"].Outcome, err)
+	}
+	if strings.Contains(string(res.Steps["s1"].Outcome), "https://") {
+		t.Errorf("the planner is shown where agents are: %s", res.Steps["s1"].Outcome)
+	}
+	for _, args := range []string{`{"need":""}`, `{"need":"x","limit":50}`, `{"need":"x","colour":"red"}`} {
+		_, err := run.Execute(ctx, planexec.Plan{Goal: "g", Steps: []planexec.Step{{ID: "s1", Tool: directory.SearchTool, Arguments: json.RawMessage(args)}}})
+		if !errors.Is(err, planexec.ReasonArguments) {
+			t.Errorf("arguments %s: %v, want refused (arguments)", args, err)
+		}
+	}
+	if _, err := run.Execute(ctx, planexec.Plan{Goal: "g", Steps: []planexec.Step{{ID: "s1", Tool: directory.SearchTool,
+		Arguments: json.RawMessage(`{"need":"the of to"}`)}}}); !errors.Is(err, directory.ErrInvalidNeed) {
+		t.Errorf("a need with no word: %v, want the step failed with ErrInvalidNeed", err)
+	}
 }
