@@ -264,8 +264,9 @@ func stopped(ctx context.Context, err error) error {
 // hold takes the run for the call before its next round is planned, unless
 // the call's last save holds it already: the run is saved as planning,
 // under a lease the call moves on while it works (keepHeld), so another
-// execution's Do meanwhile is ErrRunBusy and no round is planned twice. A run not yet stored is created so: of calls creating one
-// run at once, one does and the others are ErrRunBusy.
+// execution's Do meanwhile is ErrRunBusy and no round is planned twice. A
+// run not yet stored is created so: of calls creating one run at once, one
+// does and the others are ErrRunBusy.
 func (r *Run) hold(ctx context.Context, st *roundsState, d *Delegation) error {
 	if !r.planning || r.held {
 		return nil
