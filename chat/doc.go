@@ -55,8 +55,9 @@
 // acting for a person cannot make the person act. Each read runs on an
 // engine of the read tools under the person's delegation narrowed to the
 // agent "planner:<session>": the person's scope, the service's Authorizer
-// and the tools' contracts decide, exactly as for the person. A call the person may not make gets
-// the fixed forbidden result and does nothing; a call with bad arguments
+// and the tools' contracts decide, exactly as for the person. A call the
+// person may not make gets the fixed forbidden result and does nothing; a
+// call with bad arguments
 // gets the validation's own words (paths and rules, never values); a tool's
 // *ToolError is shown as written, its message bounded as outputs are
 // (Config.MaxResultBytes); any other failure is "the tool failed", its

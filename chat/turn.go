@@ -44,8 +44,9 @@ type Sent struct {
 // delegation, narrowed to the agent "planner:<session>", so the planner can
 // read exactly what the person may, and of what others read it is shown
 // only what the person could have read (see Authority in the package
-// documentation). The turn asks Config.Skills, if set, for its skill. The turn keeps ctx's values but not its
-// cancellation: it outlives the request that started it.
+// documentation). The turn asks Config.Skills, if set, for its skill. The
+// turn keeps ctx's values but not its cancellation: it outlives the request
+// that started it.
 func (c *Chat) Send(ctx context.Context, person planexec.Delegation, session, text string) (Sent, error) {
 	if err := c.person(ctx, person); err != nil {
 		return Sent{}, err
