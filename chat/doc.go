@@ -57,11 +57,10 @@
 // agent "planner:<session>": the person's scope, the service's Authorizer
 // and the tools' contracts decide, exactly as for the person. A call the
 // person may not make gets the fixed forbidden result and does nothing; a
-// call with bad arguments
-// gets the validation's own words (paths and rules, never values); a tool's
-// *ToolError is shown as written, its message bounded as outputs are
-// (Config.MaxResultBytes); any other failure is "the tool failed", its
-// error logged, never shown. The conversation goes on.
+// call with bad arguments gets the validation's own words (paths and rules,
+// never values); a tool's *ToolError is shown as written, its message
+// bounded as outputs are (Config.MaxResultBytes); any other failure is "the
+// tool failed", its error logged, never shown. The conversation goes on.
 //
 // A session is its tenant's: any person of the tenant may send into it,
 // each with their own authority, and cancel its turn. A service whose
